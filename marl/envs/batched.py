@@ -1,0 +1,368 @@
+"""Batched envs: run several copies of a non-vectorized env as one env.
+
+- :class:`SerialEnv` steps the copies one after the other in this process.
+- :class:`ParallelEnv` runs each copy in a worker process. Actions and results
+  travel through shared-memory TensorDicts preallocated once; the pipes only
+  carry short commands, never per-step pickled data.
+
+The batch size is ``[num_workers, *env.batch_size]`` and both support partial
+resets through ``"_reset"``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from marl.envs.common import EnvBase
+from marl.specs import Composite
+
+__all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
+
+
+class WorkerError(RuntimeError):
+    """A worker of a :class:`ParallelEnv` raised or died."""
+
+
+class _BatchedEnv(EnvBase):
+    """Shared set-up: one meta env gives the specs, expanded over the workers."""
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(num_workers, int) or num_workers < 1:
+            raise ValueError(f"num_workers must be a positive int, got {num_workers!r}")
+        if not callable(create_env_fn):
+            raise TypeError(f"create_env_fn must be callable, got {type(create_env_fn).__name__}")
+        self.num_workers = num_workers
+        self.create_env_fn = create_env_fn
+        self.create_env_kwargs = dict(create_env_kwargs or {})
+
+    def _setup_specs(self, meta: EnvBase) -> None:
+        super().__init__(
+            batch_size=(self.num_workers, *meta.batch_size),
+            device=meta.device,
+            group_map=meta.group_map,
+        )
+        n = self.num_workers
+        self.observation_spec = meta.observation_spec.expand(n, *meta.observation_spec.shape)
+        self.action_spec = meta.action_spec.expand(n, *meta.action_spec.shape)
+        self.reward_spec = meta.reward_spec.expand(n, *meta.reward_spec.shape)
+        self.done_spec = meta.done_spec.expand(n, *meta.done_spec.shape)
+        self.state_spec = meta.state_spec.expand(n, *meta.state_spec.shape)
+        self._input_keys = [
+            *self.action_spec.keys(True, True),
+            *self.state_spec.keys(True, True),
+        ]
+
+    def _worker_mask(self, td: TensorDictBase | None) -> torch.Tensor | None:
+        """The ``"_reset"`` mask as ``[num_workers, *sub_batch, 1]``, or None for all."""
+        if td is None:
+            return None
+        return td.get("_reset", None)
+
+
+class SerialEnv(_BatchedEnv):
+    """Several copies of an env, stepped in turn in this process.
+
+    Args:
+        num_workers: number of copies.
+        create_env_fn: builds one env (called ``num_workers`` times).
+        create_env_kwargs: keyword arguments for ``create_env_fn``.
+
+    Examples:
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SerialEnv(3, SingleAgentFakeEnv)
+        >>> env.rollout(4)["observation"].shape
+        torch.Size([3, 4, 4])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+        self.envs = [create_env_fn(**self.create_env_kwargs) for _ in range(num_workers)]
+        for e in self.envs:
+            if not isinstance(e, EnvBase):
+                raise TypeError(f"create_env_fn must return an EnvBase, got {type(e).__name__}")
+        self._setup_specs(self.envs[0])
+
+    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
+        mask = self._worker_mask(td)
+        outs = []
+        for i, env in enumerate(self.envs):
+            if mask is None:
+                outs.append(env.reset())
+            elif bool(mask[i].any()):
+                sub = td[i].copy()
+                outs.append(env.reset(sub))
+            else:
+                outs.append(None)
+        template = next(o for o in outs if o is not None)
+        outs = [o if o is not None else torch.zeros_like(template) for o in outs]
+        return torch.stack(outs, 0)
+
+    def _step(self, td: TensorDictBase) -> TensorDictBase:
+        return torch.stack([env._step_proc(td[i]) for i, env in enumerate(self.envs)], 0)
+
+    def _set_seed(self, seed: int | None) -> None:
+        for i, env in enumerate(self.envs):
+            env.set_seed(None if seed is None else seed + i)
+
+    def close(self) -> None:
+        for env in self.envs:
+            env.close()
+        super().close()
+
+
+def _worker(
+    idx: int,
+    conn: Any,
+    create_env_fn: Callable[..., EnvBase],
+    kwargs: dict[str, Any],
+    shared_in: TensorDictBase,
+    shared_step: TensorDictBase,
+    shared_reset: TensorDictBase,
+    input_keys: list[Any],
+    reward_keys: list[Any],
+) -> None:
+    torch.set_num_threads(1)
+    try:
+        env = create_env_fn(**kwargs)
+        my_in, my_step, my_reset = shared_in[idx], shared_step[idx], shared_reset[idx]
+        root: TensorDictBase | None = None
+    except Exception:
+        conn.send(("error", traceback.format_exc()))
+        return
+    conn.send(("ready", None))
+    while True:
+        try:
+            cmd, arg = conn.recv()
+        except EOFError:
+            return
+        try:
+            if cmd == "reset":
+                if arg and root is not None:
+                    # Partial reset: the env merges the sub-envs not being reset.
+                    root.set("_reset", my_in.get("_reset").clone())
+                    root = env.reset(root)
+                else:
+                    root = env.reset()
+                my_reset.update_(root.select(*my_reset.keys(True, True)))
+            elif cmd == "step":
+                if root is None:
+                    raise RuntimeError("step() called before reset()")
+                td = root.copy()
+                for key in input_keys:
+                    td.set(key, my_in.get(key).clone())
+                out = env._step_proc(td)
+                my_step.update_(out.select(*my_step.keys(True, True)))
+                root = out.exclude(*reward_keys)
+            elif cmd == "seed":
+                env.set_seed(arg)
+            elif cmd == "close":
+                env.close()
+                conn.send(("ok", None))
+                return
+            else:
+                raise ValueError(f"unknown command {cmd!r}")
+            conn.send(("ok", None))
+        except Exception:
+            conn.send(("error", traceback.format_exc()))
+
+
+class ParallelEnv(_BatchedEnv):
+    """Several copies of an env, each in its own worker process.
+
+    Data goes through shared-memory TensorDicts: the parent writes actions,
+    the workers write observations, rewards and flags in place. A worker that
+    raises or dies makes the parent raise :class:`WorkerError` with the
+    worker's index and original traceback, instead of hanging.
+
+    Args:
+        num_workers: number of worker processes.
+        create_env_fn: builds one env in each worker. With the default
+            ``"fork"`` start method lambdas work; with ``"spawn"`` it must pickle.
+        create_env_kwargs: keyword arguments for ``create_env_fn``.
+        mp_start_method: multiprocessing start method.
+        timeout: seconds to wait for a worker's answer before raising.
+
+    Examples:
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> with ParallelEnv(2, SingleAgentFakeEnv) as env:
+        ...     env.rollout(3)["next", "reward"].shape
+        torch.Size([2, 3, 1])
+    """
+
+    def __init__(
+        self,
+        num_workers: int,
+        create_env_fn: Callable[..., EnvBase],
+        create_env_kwargs: dict[str, Any] | None = None,
+        mp_start_method: str = "fork",
+        timeout: float = 60.0,
+    ) -> None:
+        super().__init__(num_workers, create_env_fn, create_env_kwargs)
+        meta = create_env_fn(**self.create_env_kwargs)
+        if not isinstance(meta, EnvBase):
+            raise TypeError(f"create_env_fn must return an EnvBase, got {type(meta).__name__}")
+        if meta.device.type != "cpu":
+            raise ValueError(
+                f"ParallelEnv shares CPU memory between processes; got an env on {meta.device}"
+            )
+        self._setup_specs(meta)
+        meta.close()
+        self.timeout = timeout
+        self._procs: list[Any] = []
+        self._conns: list[Any] = []
+        n = self.num_workers
+        in_spec = Composite(shape=self.batch_size)
+        in_spec.update(self.action_spec.clone())
+        in_spec.update(self.state_spec.clone())
+        self._shared_in = in_spec.zero()
+        self._shared_in.set("_reset", torch.zeros((*self.batch_size, 1), dtype=torch.bool))
+        reset_spec = Composite(shape=self.batch_size)
+        reset_spec.update(self.observation_spec.clone())
+        reset_spec.update(self.done_spec.clone())
+        self._shared_reset = reset_spec.zero()
+        step_spec = reset_spec.clone()
+        step_spec.update(self.reward_spec.clone())
+        self._shared_step = step_spec.zero()
+        for buf in (self._shared_in, self._shared_reset, self._shared_step):
+            buf.share_memory_()
+        ctx = mp.get_context(mp_start_method)
+        for i in range(n):
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(
+                target=_worker,
+                args=(
+                    i,
+                    child,
+                    create_env_fn,
+                    self.create_env_kwargs,
+                    self._shared_in,
+                    self._shared_step,
+                    self._shared_reset,
+                    self._input_keys,
+                    self.reward_spec.keys(True, True),
+                ),
+                daemon=True,
+            )
+            proc.start()
+            child.close()
+            self._procs.append(proc)
+            self._conns.append(parent)
+        try:
+            self._wait(range(n), expect="ready")
+        except WorkerError:
+            self._kill()
+            raise
+
+    # ---------------------------------------------------------------- IPC
+    def _wait(self, workers: Any, expect: str = "ok") -> None:
+        for i in workers:
+            conn, proc = self._conns[i], self._procs[i]
+            waited = 0.0
+            while not conn.poll(0.05):
+                waited += 0.05
+                if not proc.is_alive():
+                    raise WorkerError(
+                        f"ParallelEnv worker {i} died (exit code {proc.exitcode}) without answering"
+                    )
+                if waited > self.timeout:
+                    raise WorkerError(
+                        f"ParallelEnv worker {i} did not answer within {self.timeout}s"
+                    )
+            try:
+                status, payload = conn.recv()
+            except EOFError as err:
+                proc.join(timeout=1.0)
+                raise WorkerError(
+                    f"ParallelEnv worker {i} died (exit code {proc.exitcode}) without answering"
+                ) from err
+            if status == "error":
+                raise WorkerError(f"ParallelEnv worker {i} raised:\n{payload}")
+            if status != expect:
+                raise WorkerError(
+                    f"ParallelEnv worker {i} answered {status!r}, expected {expect!r}"
+                )
+
+    def _send(self, workers: Any, cmd: str, arg: Any = None) -> list[int]:
+        sent = []
+        for i in workers:
+            try:
+                self._conns[i].send((cmd, arg))
+            except (BrokenPipeError, OSError) as err:
+                raise WorkerError(
+                    f"ParallelEnv worker {i} is gone (exit code {self._procs[i].exitcode})"
+                ) from err
+            sent.append(i)
+        return sent
+
+    # ---------------------------------------------------------------- env API
+    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
+        mask = self._worker_mask(td)
+        if mask is None:
+            workers = self._send(range(self.num_workers), "reset", False)
+        else:
+            self._shared_in.get("_reset").copy_(mask)
+            flat = mask.reshape(self.num_workers, -1).any(-1)
+            workers = self._send([i for i in range(self.num_workers) if flat[i]], "reset", True)
+        self._wait(workers)
+        return self._shared_reset.clone()
+
+    def _step(self, td: TensorDictBase) -> TensorDictBase:
+        for key in self._input_keys:
+            self._shared_in.get(key).copy_(td.get(key))
+        self._wait(self._send(range(self.num_workers), "step"))
+        return self._shared_step.clone()
+
+    def _set_seed(self, seed: int | None) -> None:
+        if not self._procs:
+            return
+        for i in range(self.num_workers):
+            self._send([i], "seed", None if seed is None else seed + i)
+        self._wait(range(self.num_workers))
+
+    def _kill(self) -> None:
+        for proc in self._procs:
+            if proc.is_alive():
+                proc.terminate()
+        for proc in self._procs:
+            proc.join(timeout=5)
+            if proc.is_alive():
+                proc.kill()
+                proc.join(timeout=5)
+
+    def close(self) -> None:
+        if self.is_closed:
+            return
+        for i, proc in enumerate(self._procs):
+            if proc.is_alive():
+                with contextlib.suppress(BrokenPipeError, OSError):
+                    self._conns[i].send(("close", None))
+        for proc in self._procs:
+            proc.join(timeout=5)
+        self._kill()
+        for conn in self._conns:
+            conn.close()
+        super().close()
+
+    def __del__(self) -> None:
+        try:
+            if not self.is_closed:
+                self.close()
+        except Exception:  # never raise from a finalizer
+            pass

@@ -1,0 +1,377 @@
+"""`EnvBase`: the environment API every wrapper, transform and batched env shares.
+
+Data follows the layout of DESIGN.md. ``reset`` returns the first observations;
+``step`` reads the actions from a TensorDict and writes the outcome under
+``"next"``; ``step_and_maybe_reset`` also moves ``"next"`` to the root and
+resets the sub-envs that ended, which is what collectors need.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from marl.groups import GroupMap
+from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
+
+__all__ = ["DONE_KEYS", "EnvBase", "make_done_spec", "step_mdp"]
+
+DONE_KEYS = ("done", "terminated", "truncated")
+
+
+def make_done_spec(batch_size: Sequence[int], device: Any = None) -> Composite:
+    """The env-level ``done``/``terminated``/``truncated`` flags, ``[*B, 1]`` bool."""
+    shape = (*batch_size, 1)
+    return Composite(
+        {k: Unbounded(shape, dtype=torch.bool, device=device) for k in DONE_KEYS},
+        shape=batch_size,
+        device=device,
+    )
+
+
+def _prefix(key: NestedKey) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
+
+
+def step_mdp(td: TensorDictBase, reward_keys: Sequence[NestedKey] = ()) -> TensorDictBase:
+    """Move ``td["next"]`` to the root of a new TensorDict, without the rewards.
+
+    What stays is what the next step reads: observations, done flags and any
+    carried state (step counters, recurrent hidden states).
+    """
+    nxt = td.get("next")
+    return nxt.exclude(*reward_keys) if reward_keys else nxt.copy()
+
+
+class EnvBase:
+    """Base class of every environment.
+
+    Subclasses set the specs in ``__init__`` and implement:
+
+    - ``_reset(td) -> TensorDict``: the first observations. ``td`` is ``None``
+      or holds a ``"_reset"`` mask ``[*B, 1]``: only those sub-envs must be reset
+      (the base class keeps the others' values from ``td``).
+    - ``_step(td) -> TensorDict``: the next observations, rewards and flags
+      (not nested under ``"next"``). Missing ``done``/``terminated``/``truncated``
+      entries are filled in from the others.
+    - ``_set_seed(seed)``.
+
+    Args:
+        batch_size: env batch dims (``[]`` for one env, ``[num_envs]`` for VMAS).
+        device: the device of the env's tensors.
+        group_map: the agent groups (``None`` for a single-agent env).
+
+    Attributes:
+        observation_spec: ``Composite`` of observations (and the global ``"state"``).
+        action_spec: ``Composite`` of the actions the env reads.
+        reward_spec: ``Composite`` of rewards.
+        done_spec: ``Composite`` of the done/terminated/truncated flags,
+            env-level at the root and per group where the env has them.
+        state_spec: ``Composite`` of the inputs other than actions that
+            ``step`` reads (empty for most envs).
+    """
+
+    def __init__(
+        self,
+        *,
+        batch_size: Sequence[int] = (),
+        device: Any = None,
+        group_map: GroupMap | None = None,
+    ) -> None:
+        self.batch_size = torch.Size(batch_size)
+        self.device = torch.device("cpu") if device is None else torch.device(device)
+        self.group_map = group_map
+        self.observation_spec = Composite(shape=self.batch_size, device=self.device)
+        self.action_spec = Composite(shape=self.batch_size, device=self.device)
+        self.reward_spec = Composite(shape=self.batch_size, device=self.device)
+        self.done_spec = make_done_spec(self.batch_size, self.device)
+        self.state_spec = Composite(shape=self.batch_size, device=self.device)
+        self.is_closed = False
+
+    # ------------------------------------------------------------ subclass API
+    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
+        raise NotImplementedError
+
+    def _step(self, td: TensorDictBase) -> TensorDictBase:
+        raise NotImplementedError
+
+    def _set_seed(self, seed: int | None) -> None:
+        raise NotImplementedError
+
+    # ------------------------------------------------------------ keys
+    @property
+    def action_keys(self) -> list[NestedKey]:
+        """Leaf keys of ``action_spec``."""
+        return self.action_spec.keys(include_nested=True, leaves_only=True)
+
+    @property
+    def reward_keys(self) -> list[NestedKey]:
+        """Leaf keys of ``reward_spec``."""
+        return self.reward_spec.keys(include_nested=True, leaves_only=True)
+
+    @property
+    def done_keys(self) -> list[NestedKey]:
+        """Leaf keys of ``done_spec``."""
+        return self.done_spec.keys(include_nested=True, leaves_only=True)
+
+    @property
+    def observation_keys(self) -> list[NestedKey]:
+        """Leaf keys of ``observation_spec``."""
+        return self.observation_spec.keys(include_nested=True, leaves_only=True)
+
+    @property
+    def action_key(self) -> NestedKey:
+        """The only action key; raises when there are several (use ``action_keys``)."""
+        keys = self.action_keys
+        if len(keys) != 1:
+            raise KeyError(f"this env has {len(keys)} action keys {keys}; use env.action_keys")
+        return keys[0]
+
+    @property
+    def reward_key(self) -> NestedKey:
+        """The only reward key; raises when there are several (use ``reward_keys``)."""
+        keys = self.reward_keys
+        if len(keys) != 1:
+            raise KeyError(f"this env has {len(keys)} reward keys {keys}; use env.reward_keys")
+        return keys[0]
+
+    def _done_groups(self) -> list[tuple[str, ...]]:
+        """Prefixes (``()`` for the root) that hold a ``done`` flag."""
+        prefixes: list[tuple[str, ...]] = []
+        for key in self.done_keys:
+            key = _prefix(key)
+            if key[-1] == "done":
+                prefixes.append(key[:-1])
+        return prefixes
+
+    # ------------------------------------------------------------ public API
+    def set_seed(self, seed: int | None) -> int | None:
+        """Seed the env (and its random actions). Returns the seed used."""
+        self._rng = torch.Generator(device="cpu")
+        if seed is not None:
+            self._rng.manual_seed(int(seed))
+        self._set_seed(seed)
+        return seed
+
+    def reset(self, td: TensorDictBase | None = None) -> TensorDictBase:
+        """Reset the env, or the sub-envs flagged by ``td["_reset"]`` (``[*B, 1]`` bool).
+
+        Args:
+            td: optional input. With a ``"_reset"`` mask, only the flagged
+                sub-envs restart and the others keep the values in ``td``.
+
+        Returns:
+            A TensorDict of batch size ``batch_size`` with the observations and
+            the done flags (False for every sub-env just reset).
+        """
+        self._check_open()
+        mask = None if td is None else td.get("_reset", None)
+        if mask is not None:
+            mask = self._check_reset_mask(mask)
+            if not bool(mask.any()):
+                return td.exclude("_reset")
+        out = self._reset_proc(td)
+        if mask is not None and not bool(mask.all()):
+            out = _merge_partial(out, td, mask, len(self.batch_size))
+        return out
+
+    def step(self, td: TensorDictBase) -> TensorDictBase:
+        """Apply the actions in ``td`` and write the outcome under ``td["next"]``.
+
+        Raises:
+            KeyError: when an action is missing.
+            ValueError: when an action's shape differs from ``action_spec``.
+        """
+        self._check_open()
+        self._check_actions(td)
+        td.set("next", self._step_proc(td))
+        return td
+
+    def step_and_maybe_reset(self, td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
+        """Step, then build the next root TensorDict, resetting sub-envs that ended.
+
+        Returns:
+            ``(td, td_root)``: ``td`` holds the transition (with ``"next"``),
+            ``td_root`` is what the policy reads at the next step.
+        """
+        td = self.step(td)
+        root = step_mdp(td, self.reward_keys)
+        done = root.get("done")
+        if bool(done.any()):
+            root.set("_reset", done.clone())
+            root = self.reset(root)
+        return td, root
+
+    def rand_action(self, td: TensorDictBase | None = None) -> TensorDictBase:
+        """Write uniformly random actions into ``td``, honouring action masks.
+
+        A discrete action whose group holds an ``"action_mask"`` (e.g.
+        ``(group, "action_mask")`` beside ``(group, "action")``) only gets
+        legal values.
+        """
+        if td is None:
+            td = TensorDict({}, batch_size=self.batch_size, device=self.device)
+        rng = getattr(self, "_rng", None)
+        for key in self.action_keys:
+            spec = self.action_spec[key]
+            key_t = _prefix(key)
+            if isinstance(spec, (Categorical, OneHot)):
+                mask = td.get((*key_t[:-1], "action_mask"), None)
+                td.set(key, spec.rand(generator=rng, mask=mask))
+            else:
+                td.set(key, spec.rand(generator=rng))
+        return td
+
+    def rollout(
+        self,
+        max_steps: int,
+        policy: Callable[[TensorDictBase], TensorDictBase] | None = None,
+        *,
+        auto_reset: bool = True,
+        break_when_any_done: bool = True,
+        tensordict: TensorDictBase | None = None,
+    ) -> TensorDictBase:
+        """Run up to ``max_steps`` steps and stack them along a new last batch dim.
+
+        Args:
+            max_steps: the number of steps.
+            policy: ``td -> td`` writing the actions; random actions when None.
+            auto_reset: reset before starting (otherwise start from ``tensordict``).
+            break_when_any_done: stop after the first step where any sub-env
+                is done. With False, ended sub-envs are reset and go on.
+            tensordict: the starting TensorDict when ``auto_reset=False``.
+
+        Returns:
+            A TensorDict of batch size ``[*batch_size, T]``.
+        """
+        if max_steps < 1:
+            raise ValueError(f"max_steps must be >= 1, got {max_steps}")
+        if auto_reset:
+            td = self.reset()
+        elif tensordict is None:
+            raise ValueError("rollout(auto_reset=False) needs a starting tensordict")
+        else:
+            td = tensordict
+        act = policy if policy is not None else self.rand_action
+        steps = []
+        for _ in range(max_steps):
+            td = act(td)
+            if break_when_any_done:
+                td = self.step(td)
+                steps.append(td)
+                if bool(td.get(("next", "done")).any()):
+                    break
+                td = step_mdp(td, self.reward_keys)
+            else:
+                td, root = self.step_and_maybe_reset(td)
+                steps.append(td)
+                td = root
+        return torch.stack(steps, dim=len(self.batch_size))
+
+    def close(self) -> None:
+        """Release the env's resources (processes, simulators)."""
+        self.is_closed = True
+
+    def __enter__(self) -> EnvBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------ internals
+    def _reset_proc(self, td: TensorDictBase | None) -> TensorDictBase:
+        """Reset without the partial-reset merge; transformed envs override it."""
+        out = self._reset(td)
+        self._fill_done(out, reset=True)
+        return out
+
+    def _step_proc(self, td: TensorDictBase) -> TensorDictBase:
+        """Step without the action checks; transformed envs override it."""
+        out = self._step(td)
+        self._fill_done(out, reset=False)
+        return out
+
+    def _fill_done(self, out: TensorDictBase, reset: bool) -> None:
+        """Complete missing done/terminated/truncated entries for every group."""
+        groups = getattr(self, "_done_groups_cache", None)
+        if groups is None:
+            groups = self._done_groups()
+            self._done_groups_cache = groups
+        for prefix in groups:
+            done_key = (*prefix, "done")
+            spec = self.done_spec[done_key]
+            done = out.get(done_key, None)
+            term = out.get((*prefix, "terminated"), None)
+            trunc = out.get((*prefix, "truncated"), None)
+            if done is None:
+                if term is None and trunc is None:
+                    if not reset:
+                        raise KeyError(
+                            f"_step returned no {done_key!r}, 'terminated' or 'truncated' flag"
+                        )
+                    done = torch.zeros(spec.shape, dtype=torch.bool, device=self.device)
+                elif term is None:
+                    done = trunc.clone()
+                elif trunc is None:
+                    done = term.clone()
+                else:
+                    done = term | trunc
+                out.set(done_key, done)
+            if term is None and (*prefix, "terminated") in self.done_spec:
+                out.set((*prefix, "terminated"), done.clone() if trunc is None else done & ~trunc)
+            if trunc is None and (*prefix, "truncated") in self.done_spec:
+                out.set((*prefix, "truncated"), torch.zeros_like(done))
+
+    def _check_actions(self, td: TensorDictBase) -> None:
+        for key in self.action_keys:
+            value = td.get(key, None)
+            expected = self.action_spec[key].shape
+            if value is None:
+                raise KeyError(
+                    f"step() needs the action {key!r} (expected shape {tuple(expected)}); "
+                    f"the tensordict has keys {td.keys(True, True)}"
+                )
+            if value.shape != expected:
+                raise ValueError(
+                    f"action {key!r} has shape {tuple(value.shape)}, expected {tuple(expected)} "
+                    "(from action_spec)"
+                )
+
+    def _check_reset_mask(self, mask: torch.Tensor) -> torch.Tensor:
+        expected = (*self.batch_size, 1)
+        if mask.dtype != torch.bool:
+            raise ValueError(f'"_reset" must be a bool tensor, got dtype {mask.dtype}')
+        if tuple(mask.shape) == tuple(self.batch_size):
+            mask = mask.unsqueeze(-1)
+        if tuple(mask.shape) != expected:
+            raise ValueError(f'"_reset" has shape {tuple(mask.shape)}, expected {expected}')
+        return mask
+
+    def _check_open(self) -> None:
+        if self.is_closed:
+            raise RuntimeError(f"{type(self).__name__} is closed")
+
+    def __repr__(self) -> str:
+        groups = f", group_map={self.group_map.to_dict()}" if self.group_map else ""
+        return (
+            f"{type(self).__name__}(batch_size={tuple(self.batch_size)}, "
+            f"device={self.device}{groups})"
+        )
+
+
+def _merge_partial(
+    new: TensorDictBase, old: TensorDictBase, mask: torch.Tensor, n_batch: int
+) -> TensorDictBase:
+    """Keep ``old`` values where ``mask`` is False (sub-envs not being reset)."""
+    flat_mask = mask.reshape(mask.shape[:n_batch])
+    for key in new.keys(include_nested=True, leaves_only=True):
+        prev = old.get(key, None)
+        value = new.get(key)
+        if prev is None or prev.shape != value.shape:
+            continue
+        m = flat_mask.reshape(*flat_mask.shape, *([1] * (value.dim() - n_batch)))
+        new.set(key, torch.where(m, value, prev.to(value.dtype)))
+    return new
