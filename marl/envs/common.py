@@ -150,7 +150,8 @@ class EnvBase:
     # ------------------------------------------------------------ public API
     def set_seed(self, seed: int | None) -> int | None:
         """Seed the env (and its random actions). Returns the seed used."""
-        self._rng = torch.Generator(device="cpu")
+        # On the env's device, so that random actions are drawn where they are used.
+        self._rng = torch.Generator(device=self.device)
         if seed is not None:
             self._rng.manual_seed(int(seed))
         self._set_seed(seed)
