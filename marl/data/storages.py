@@ -1,0 +1,354 @@
+"""Replay-buffer storages: where items live.
+
+A storage holds up to ``max_size`` items in slots ``0 .. max_size - 1``. The
+writer decides which slot each new item goes to; the sampler decides which
+slots to read. ``len(storage)`` is one past the highest slot ever written,
+which for the built-in writers is the number of valid items (they fill slots
+in order before overwriting).
+
+- :class:`~marl.data.ListStorage` (in ``list_storage.py``) keeps arbitrary
+  Python objects in a list.
+- :class:`TensorStorage` keeps a preallocated ``TensorDict`` (or tensor) whose
+  first dimension is the slot, shaped lazily from the first data, on any device.
+- :class:`MemmapStorage` is a :class:`TensorStorage` whose leaves are
+  ``tensordict.MemoryMappedTensor`` files on disk.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+__all__ = ["MemmapStorage", "Storage", "TensorStorage"]
+
+Index = int | slice | torch.Tensor
+
+# Plain tensors are stored as the single leaf of a TensorDict so that one code
+# path (preallocation, memmap, save/load) serves both kinds of data.
+_TENSOR_KEY = "_tensor"
+# torch's intra-op grain (at::internal::GRAIN_SIZE): smaller copies stay serial.
+_SERIAL_COPY_ELEMS = 32768
+
+
+def _check_max_size(max_size: int) -> int:
+    if isinstance(max_size, bool) or not isinstance(max_size, int) or max_size < 1:
+        raise ValueError(f"max_size must be a positive int, got {max_size!r}")
+    return max_size
+
+
+def _end_of(index: Index) -> int:
+    """One past the highest slot that ``index`` writes."""
+    if isinstance(index, int):
+        return index + 1
+    if isinstance(index, slice):
+        return index.stop
+    return int(index.max()) + 1 if index.numel() else 0
+
+
+class Storage(abc.ABC):
+    """Base class of storages.
+
+    Args:
+        max_size: the number of slots.
+    """
+
+    def __init__(self, max_size: int) -> None:
+        self.max_size = _check_max_size(max_size)
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    @abc.abstractmethod
+    def set(self, index: Index, data: Any) -> None:
+        """Writes ``data`` at ``index``: one item for an int, a batch otherwise."""
+
+    @abc.abstractmethod
+    def get(self, index: Index) -> Any:
+        """Reads the items at ``index``."""
+
+    @abc.abstractmethod
+    def empty(self) -> None:
+        """Forgets every item."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of the valid items and the bookkeeping."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` output."""
+
+    def dumps(self, path: str | os.PathLike) -> None:
+        """Saves the storage in the folder ``path`` (created if needed)."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        torch.save(self.state_dict(), path / "storage.pt")
+
+    def loads(self, path: str | os.PathLike) -> None:
+        """Loads what :meth:`dumps` saved in ``path`` into this storage."""
+        # Items of a ListStorage may be any picklable object, hence not weights_only.
+        self.load_state_dict(torch.load(Path(path) / "storage.pt", weights_only=False))
+
+    def _check_index(self, index: Index) -> None:
+        end = _end_of(index)
+        start = index if isinstance(index, int) else 0
+        if isinstance(index, slice):
+            start = index.start or 0
+        elif isinstance(index, torch.Tensor) and index.numel():
+            start = int(index.min())
+        if start < 0 or end > self.max_size:
+            raise IndexError(
+                f"{type(self).__name__}: slots must lie in [0, {self.max_size}), "
+                f"got [{start}, {end})"
+            )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)})"
+
+
+class TensorStorage(Storage):
+    """Preallocated TensorDict (or tensor) storage, shaped from the first data.
+
+    The first write fixes the keys, shapes and dtypes: the storage becomes a
+    ``TensorDict`` of batch size ``[max_size, *item_batch]`` on ``device``.
+    Nested keys (e.g. ``("agents", "observation")`` of shape ``[n_agents, obs]``)
+    are stored as they are. Later writes must carry the same keys.
+
+    Args:
+        max_size: the number of slots.
+        device: where the data lives (``"cpu"`` or a CUDA device).
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> storage = TensorStorage(100)
+        >>> storage.set(slice(0, 4), TensorDict({"obs": torch.ones(4, 3)}, [4]))
+        >>> storage.get(torch.tensor([0, 3]))["obs"].shape
+        torch.Size([2, 3])
+    """
+
+    def __init__(self, max_size: int, device: str | torch.device = "cpu") -> None:
+        super().__init__(max_size)
+        self.device = torch.device(device)
+        self._storage: TensorDictBase | None = None
+        self._is_tensor = False
+        self._keys: frozenset | None = None
+        self._leaves: list[tuple[Any, torch.Tensor]] = []
+        self._item_batch: tuple[int, ...] = ()
+
+    # -- allocation ---------------------------------------------------------
+    def _allocate(self, item: TensorDictBase) -> TensorDictBase:
+        # zeros, not empty: one up-front fill faults the pages in far faster than
+        # the first chunked writes would (measured 10x on 1M-item buffers), and
+        # unwritten slots hold zeros rather than garbage.
+        return item.apply(
+            lambda x: torch.zeros((self.max_size, *x.shape), dtype=x.dtype, device=self.device),
+            batch_size=[self.max_size, *item.batch_size],
+            device=self.device,
+        )
+
+    def _wrap(self, data: Any, single: bool) -> TensorDictBase:
+        is_tensor = isinstance(data, torch.Tensor)
+        if not is_tensor and not isinstance(data, TensorDictBase):
+            raise TypeError(
+                f"{type(self).__name__} stores TensorDicts or tensors, got {type(data).__name__}"
+            )
+        if self._storage is not None and is_tensor != self._is_tensor:
+            kinds = ("TensorDicts", "plain tensors")
+            raise TypeError(
+                f"{type(self).__name__} holds {kinds[self._is_tensor]}; got {kinds[is_tensor]}"
+            )
+        if self._storage is None:
+            self._is_tensor = is_tensor
+        if is_tensor:
+            bs = data.shape[:0] if single else data.shape[:1]
+            return TensorDict({_TENSOR_KEY: data}, batch_size=bs)
+        return data
+
+    def _ensure_storage(self, data: TensorDictBase, single: bool) -> None:
+        if self._storage is not None:
+            return
+        item = data if single else data[0]
+        self._storage = self._allocate(item)
+        self._keys = frozenset(self._storage.keys(True, True))
+        self._leaves = [(k, self._storage.get(k)) for k in self._storage.keys(True, True)]
+        self._item_batch = tuple(item.batch_size)
+
+    # -- api ----------------------------------------------------------------
+    def set(self, index: Index, data: Any) -> None:
+        self._check_index(index)
+        single = isinstance(index, int)
+        data = self._wrap(data, single)
+        if not single and data.batch_dims == 0:
+            raise ValueError(
+                f"{type(self).__name__}: a batch write needs data with a leading item "
+                f"dimension, got batch_size={list(data.batch_size)}"
+            )
+        self._ensure_storage(data, single)
+        keys = frozenset(data.keys(True, True))
+        if keys != self._keys:
+            raise KeyError(
+                f"{type(self).__name__}: expected the keys {sorted(map(str, self._keys))}, "
+                f"got {sorted(map(str, keys))}"
+            )
+        if data.device != self.device:
+            data = data.to(self.device)
+        item_batch = tuple(data.batch_size[0 if single else 1 :])
+        if item_batch != self._item_batch:
+            raise ValueError(
+                f"{type(self).__name__}: items have batch size {list(self._item_batch)}, "
+                f"got data whose items have {list(item_batch)}"
+            )
+        if isinstance(index, slice) and self.device.type == "cpu":
+            self._write_rows(index.start or 0, data)
+        else:
+            self._storage[index] = data
+        self._len = max(self._len, _end_of(index))
+
+    def _write_rows(self, start: int, data: TensorDictBase) -> None:
+        # Copy in blocks under torch's parallel grain (32768 elements): each
+        # block is copied on this thread. One big copy forks intra-op threads,
+        # and on a busy machine waits milliseconds for a descheduled worker
+        # (measured: 8 ms instead of 60 us for a 10k x 32 float block).
+        n = data.batch_size[0]
+        pairs = [(dst, data.get(key)) for key, dst in self._leaves]
+        for (key, dst), (_, src) in zip(self._leaves, pairs):  # validate all before writing
+            if src.shape[1:] != dst.shape[1:]:
+                raise ValueError(
+                    f"{type(self).__name__}: {key!r} has item shape {list(dst.shape[1:])}, "
+                    f"got {list(src.shape[1:])}"
+                )
+        for dst, src in pairs:
+            step = max(1, _SERIAL_COPY_ELEMS // max(1, dst[0].numel()))
+            for i in range(0, n, step):
+                j = min(n, i + step)
+                dst[start + i : start + j].copy_(src[i:j])
+
+    def get(self, index: Index) -> Any:
+        if self._storage is None:
+            raise RuntimeError(f"{type(self).__name__} is empty: nothing has been written")
+        if isinstance(index, torch.Tensor) and index.dtype in (torch.int64, torch.int32):
+            out = self._gather(index)
+        else:
+            out = self._storage[index]
+        return out.get(_TENSOR_KEY) if self._is_tensor else out
+
+    def _gather(self, index: torch.Tensor) -> TensorDictBase:
+        # One index_select per leaf rather than td[index]: advanced indexing
+        # goes through aten::index, which may fork intra-op threads and then
+        # stall for milliseconds when another process holds the other core;
+        # index_select is a serial gather, and twice as fast for a batch.
+        flat = index.reshape(-1).to(self.device)
+        shape = tuple(index.shape)
+        return TensorDict(
+            {k: x.index_select(0, flat).view(*shape, *x.shape[1:]) for k, x in self._leaves},
+            batch_size=[*shape, *self._item_batch],
+            device=self.device,
+        )
+
+    @property
+    def storage(self) -> TensorDictBase | None:
+        """The preallocated TensorDict (``None`` before the first write)."""
+        return self._storage
+
+    def empty(self) -> None:
+        # Keep the allocation: the next writes overwrite it in place.
+        self._len = 0
+
+    def state_dict(self) -> dict[str, Any]:
+        data = None
+        if self._storage is not None:
+            data = self._storage[: self._len].to_tensordict()
+            data = data.to("cpu").clone() if data.device != torch.device("cpu") else data
+        return {
+            "max_size": self.max_size,
+            "len": self._len,
+            "is_tensor": self._is_tensor,
+            "data": data,
+            "template": None if self._storage is None else self._storage[0].to("cpu").clone(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        n = int(state["len"])
+        if n > self.max_size:
+            raise ValueError(
+                f"{type(self).__name__}: cannot load {n} items into max_size={self.max_size}"
+            )
+        template = state.get("template")
+        if template is None:
+            self._len = 0
+            return
+        self._is_tensor = bool(state["is_tensor"])
+        if self._storage is None:
+            self._ensure_storage(template, single=True)
+        if n:
+            self._storage[:n] = state["data"].to(self.device)
+        self._len = n
+
+    def dumps(self, path: str | os.PathLike) -> None:
+        """Saves the valid items as memory-mapped files under ``path``."""
+        path = Path(path)
+        path.mkdir(parents=True, exist_ok=True)
+        meta = {"max_size": self.max_size, "len": self._len, "is_tensor": self._is_tensor}
+        if self._storage is not None:
+            self._storage[0].memmap(prefix=path / "template", copy_existing=True)
+            self._storage[: max(self._len, 1)].memmap(prefix=path / "data", copy_existing=True)
+        (path / "storage.json").write_text(json.dumps(meta))
+
+    def loads(self, path: str | os.PathLike) -> None:
+        """Loads what :meth:`dumps` saved under ``path`` into this storage."""
+        path = Path(path)
+        meta = json.loads((path / "storage.json").read_text())
+        state = dict(meta, data=None, template=None)
+        if (path / "template").exists():
+            state["template"] = TensorDict.load_memmap(path / "template")
+            state["data"] = TensorDict.load_memmap(path / "data")[: meta["len"]]
+        self.load_state_dict(state)
+
+    def __repr__(self) -> str:
+        shape = None if self._storage is None else self._storage.batch_size
+        return (
+            f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, "
+            f"device={self.device}, batch_size={shape})"
+        )
+
+
+class MemmapStorage(TensorStorage):
+    """A :class:`TensorStorage` kept on disk in memory-mapped files.
+
+    The first write creates one ``MemoryMappedTensor`` file per leaf under
+    ``path`` (through ``TensorDict.memmap_like``). :meth:`dumps` copies the
+    valid items to another folder; :meth:`loads` reads them back, in this or in
+    a fresh process, with identical content.
+
+    Args:
+        max_size: the number of slots.
+        path: the folder of the memmap files; a new temporary folder if ``None``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> storage = MemmapStorage(1000)
+        >>> storage.set(0, TensorDict({"obs": torch.arange(3.0)}, []))
+        >>> storage.get(0)["obs"].tolist()
+        [0.0, 1.0, 2.0]
+    """
+
+    def __init__(self, max_size: int, path: str | os.PathLike | None = None) -> None:
+        super().__init__(max_size, device="cpu")
+        self.path = Path(path) if path is not None else Path(tempfile.mkdtemp(prefix="marl_rb_"))
+
+    def _allocate(self, item: TensorDictBase) -> TensorDictBase:
+        self.path.mkdir(parents=True, exist_ok=True)
+        # expand() is a view; memmap_like allocates full-size files from its shape.
+        expanded = item.expand(self.max_size, *item.batch_size)
+        return expanded.memmap_like(prefix=self.path, existsok=True)
+
+    def __repr__(self) -> str:
+        return super().__repr__()[:-1] + f", path={str(self.path)!r})"
