@@ -1,0 +1,39 @@
+"""Losses, value estimators and target-network updaters.
+
+Every loss and estimator is key-agnostic (``set_keys``) and shape-agnostic (any
+leading batch dims, including an agent dim), so a MARL algorithm is a single-agent
+loss pointed at a group's keys. This package imports only torch, tensordict, numpy
+and ``marl._C``; the networks it trains are passed in as modules.
+"""
+
+from marl.objectives import value
+from marl.objectives.common import KeyedModule, LossModule
+from marl.objectives.ddpg import DDPGLoss
+from marl.objectives.dqn import DQNLoss
+from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
+from marl.objectives.ppo import A2CLoss, PPOLoss
+from marl.objectives.qmix import QMixLoss
+from marl.objectives.sac import DiscreteSACLoss, SACLoss
+from marl.objectives.targets import HardUpdate, SoftUpdate
+from marl.objectives.td3 import TD3Loss
+
+__all__ = [
+    "GAE",
+    "TD0",
+    "A2CLoss",
+    "DDPGLoss",
+    "DQNLoss",
+    "DiscreteSACLoss",
+    "HardUpdate",
+    "KeyedModule",
+    "LossModule",
+    "PPOLoss",
+    "QMixLoss",
+    "SACLoss",
+    "SoftUpdate",
+    "TD3Loss",
+    "TDLambda",
+    "VTrace",
+    "ValueEstimator",
+    "value",
+]

@@ -1,0 +1,29 @@
+"""Networks, multi-agent networks, mixers, distributions and exploration modules.
+
+Everything here is a plain ``torch.nn.Module`` or a ``tensordict.nn`` module and can
+be wrapped in ``TensorDictModule``/``ProbabilisticTensorDictModule`` to read and write
+any (group) key. This package imports only torch, tensordict and numpy.
+"""
+
+from marl.modules.conv import MultiAgentConvNet
+from marl.modules.distributions import MaskedCategorical, OneHotCategorical, TanhNormal
+from marl.modules.exploration import AdditiveGaussian, EGreedy, OrnsteinUhlenbeck
+from marl.modules.mixers import QMixer, VDNMixer
+from marl.modules.mlp import MLP, MultiAgentMLP
+from marl.modules.recurrent import GRUModule, LSTMModule
+
+__all__ = [
+    "MLP",
+    "AdditiveGaussian",
+    "EGreedy",
+    "GRUModule",
+    "LSTMModule",
+    "MaskedCategorical",
+    "MultiAgentConvNet",
+    "MultiAgentMLP",
+    "OneHotCategorical",
+    "OrnsteinUhlenbeck",
+    "QMixer",
+    "TanhNormal",
+    "VDNMixer",
+]

@@ -1,0 +1,188 @@
+"""Multi-layer perceptrons: a plain ``MLP`` and the vectorized ``MultiAgentMLP``."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Sequence
+
+import torch
+from torch import nn
+
+__all__ = ["MLP", "MultiAgentMLP"]
+
+
+def _cells(depth: int | None, num_cells: int | Sequence[int]) -> list[int]:
+    """Hidden widths: ``depth`` copies of an int, or the given sequence."""
+    if isinstance(num_cells, int):
+        depth = 2 if depth is None else depth
+        if depth < 0:
+            raise ValueError(f"depth must be >= 0, got {depth}")
+        return [num_cells] * depth
+    cells = [int(c) for c in num_cells]
+    if depth is not None and len(cells) != depth:
+        raise ValueError(f"num_cells has {len(cells)} entries but depth={depth}")
+    return cells
+
+
+class MLP(nn.Sequential):
+    """A plain MLP: ``depth`` hidden layers of ``num_cells`` units, then a linear output.
+
+    Args:
+        in_features: size of the last input dim.
+        out_features: size of the last output dim.
+        depth: number of hidden layers (default 2; must match ``num_cells`` if a sequence).
+        num_cells: hidden width, or one width per hidden layer.
+        activation: activation class, instantiated after each hidden layer.
+        activate_last: also apply the activation to the output.
+        device: where to create the parameters.
+
+    Examples:
+        >>> net = MLP(4, 2, depth=2, num_cells=32)
+        >>> net(torch.zeros(10, 4)).shape
+        torch.Size([10, 2])
+    """
+
+    def __init__(
+        self,
+        in_features: int,
+        out_features: int,
+        *,
+        depth: int | None = None,
+        num_cells: int | Sequence[int] = 256,
+        activation: type[nn.Module] = nn.Tanh,
+        activate_last: bool = False,
+        device: torch.device | str | None = None,
+    ) -> None:
+        cells = _cells(depth, num_cells)
+        sizes = [in_features, *cells, out_features]
+        layers: list[nn.Module] = []
+        for i, (a, b) in enumerate(itertools.pairwise(sizes)):
+            layers.append(nn.Linear(a, b, device=device))
+            if i < len(sizes) - 2 or activate_last:
+                layers.append(activation())
+        super().__init__(*layers)
+        self.in_features = in_features
+        self.out_features = out_features
+
+
+class MultiAgentMLP(nn.Module):
+    """An MLP per agent, evaluated for all agents in one vectorized call.
+
+    Input ``[*B, n_agents, n_agent_inputs]``, output ``[*B, n_agents, n_agent_outputs]``.
+
+    - ``share_params=True``: one MLP applied to every agent.
+    - ``share_params=False``: each layer keeps stacked weights ``[n_agents, in, out]`` and
+      runs one batched matmul (``torch.baddbmm``) for all agents; no Python loop over
+      agents. Every agent's parameters are drawn independently.
+    - ``centralized=True``: every agent receives the concatenation of all agents'
+      inputs (a centralized critic). With shared parameters the output is then the same
+      for every agent, computed once.
+
+    Args:
+        n_agent_inputs: per-agent input features.
+        n_agent_outputs: per-agent output features.
+        n_agents: number of agents (size of the agent dim, ``-2`` of the input).
+        centralized: whether every agent sees all agents' inputs.
+        share_params: whether all agents use the same parameters.
+        depth: number of hidden layers (default 2; must match ``num_cells`` if a sequence).
+        num_cells: hidden width, or one width per hidden layer.
+        activation: activation class.
+        device: where to create the parameters.
+
+    Examples:
+        >>> net = MultiAgentMLP(6, 2, n_agents=3, centralized=False, share_params=False,
+        ...                     depth=2, num_cells=32)
+        >>> net(torch.zeros(5, 3, 6)).shape
+        torch.Size([5, 3, 2])
+    """
+
+    def __init__(
+        self,
+        n_agent_inputs: int,
+        n_agent_outputs: int,
+        n_agents: int,
+        *,
+        centralized: bool,
+        share_params: bool,
+        depth: int | None = None,
+        num_cells: int | Sequence[int] = 256,
+        activation: type[nn.Module] = nn.Tanh,
+        device: torch.device | str | None = None,
+    ) -> None:
+        super().__init__()
+        if n_agents < 1:
+            raise ValueError(f"n_agents must be >= 1, got {n_agents}")
+        self.n_agents = n_agents
+        self.n_agent_inputs = n_agent_inputs
+        self.n_agent_outputs = n_agent_outputs
+        self.centralized = centralized
+        self.share_params = share_params
+        in_features = n_agent_inputs * (n_agents if centralized else 1)
+        cells = _cells(depth, num_cells)
+        sizes = [in_features, *cells, n_agent_outputs]
+        self.activation = activation()
+        if share_params:
+            self.mlp = MLP(
+                in_features,
+                n_agent_outputs,
+                depth=len(cells),
+                num_cells=cells,
+                activation=activation,
+                device=device,
+            )
+        else:
+            self.weights = nn.ParameterList(
+                nn.Parameter(torch.empty(n_agents, a, b, device=device))
+                for a, b in itertools.pairwise(sizes)
+            )
+            self.biases = nn.ParameterList(
+                nn.Parameter(torch.empty(n_agents, 1, b, device=device)) for b in sizes[1:]
+            )
+            self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Re-draw every parameter (independently per agent), like ``nn.Linear``'s init."""
+        if self.share_params:
+            for m in self.mlp.modules():
+                if isinstance(m, nn.Linear):
+                    m.reset_parameters()
+            return
+        with torch.no_grad():
+            for w, b in zip(self.weights, self.biases):
+                bound = 1.0 / math.sqrt(w.shape[1])
+                w.uniform_(-bound, bound)
+                b.uniform_(-bound, bound)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Apply the per-agent MLPs.
+
+        Args:
+            x: ``[*B, n_agents, n_agent_inputs]``.
+
+        Returns:
+            ``[*B, n_agents, n_agent_outputs]``.
+        """
+        if x.ndim < 2 or x.shape[-2:] != (self.n_agents, self.n_agent_inputs):
+            raise ValueError(
+                f"MultiAgentMLP expected input [*B, {self.n_agents}, {self.n_agent_inputs}], "
+                f"got {tuple(x.shape)}"
+            )
+        batch = x.shape[:-2]
+        if self.centralized:
+            x = x.flatten(-2)  # [*B, n * in]: every agent sees everything
+            if self.share_params:
+                out = self.mlp(x)
+                return out.unsqueeze(-2).expand(*batch, self.n_agents, self.n_agent_outputs)
+            h = x.reshape(1, -1, x.shape[-1]).expand(self.n_agents, -1, -1)
+        else:
+            if self.share_params:
+                return self.mlp(x)
+            # agent-major layout [n, N, in] so each layer is a single baddbmm.
+            h = x.reshape(-1, self.n_agents, self.n_agent_inputs).transpose(0, 1)
+        last = len(self.weights) - 1
+        for i, (w, b) in enumerate(zip(self.weights, self.biases)):
+            h = torch.baddbmm(b, h, w)
+            if i < last:
+                h = self.activation(h)
+        return h.transpose(0, 1).reshape(*batch, self.n_agents, self.n_agent_outputs)

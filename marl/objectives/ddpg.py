@@ -1,0 +1,117 @@
+"""``DDPGLoss``: deterministic policy gradient with target actor and critic."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import nn
+from torch.func import functional_call
+
+from marl.objectives.common import LossModule, check_loss_kind, distance_loss, td_target
+
+__all__ = ["DDPGLoss", "q_frozen"]
+
+
+def q_frozen(net: nn.Module, td: TensorDictBase, key: NestedKey) -> torch.Tensor:
+    """Evaluate ``net`` with detached parameters: gradients reach only its inputs (the action)."""
+    params = {n: p.detach() for n, p in net.named_parameters()}
+    return functional_call(net, params, (td,)).get(key)
+
+
+class DDPGLoss(LossModule):
+    """Deep deterministic policy gradient (Lillicrap et al., 2016).
+
+    ``y = r + gamma * (1 - terminated) * Q'(s', mu'(s'))``; ``loss_value = mean(l(Q(s, a), y))``;
+    ``loss_actor = -mean(Q(s, mu(s)))`` with the critic's parameters frozen in that term.
+    Multi-agent (MADDPG): point ``action`` at a group key; a centralized critic may read
+    other keys too, and the group's actor output replaces its action.
+
+    Args:
+        actor: deterministic policy module writing ``action``.
+        value_network: module reading the observation(s) and ``action``, writing
+            ``state_action_value``.
+        gamma: discount factor.
+        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+
+    Returns (``forward``):
+        TensorDict with ``loss_actor``, ``loss_value`` and diagnostics.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> actor = TensorDictModule(nn.Sequential(nn.Linear(3, 2), nn.Tanh()),
+        ...                          ["observation"], ["action"])
+        >>> class Q(nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.lin = nn.Linear(5, 1)
+        ...     def forward(self, obs, act):
+        ...         return self.lin(torch.cat([obs, act], -1))
+        >>> q = TensorDictModule(Q(), ["observation", "action"], ["state_action_value"])
+        >>> td = TensorDict({"observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> sorted(k for k in DDPGLoss(actor, q)(td).keys() if k.startswith("loss"))
+        ['loss_actor', 'loss_value']
+    """
+
+    default_keys: ClassVar[dict[str, NestedKey]] = {
+        "action": "action",
+        "state_action_value": "state_action_value",
+        "reward": ("next", "reward"),
+        "done": ("next", "done"),
+        "terminated": ("next", "terminated"),
+        "priority_weight": "priority_weight",
+        "priority": "td_error",
+    }
+
+    def __init__(
+        self,
+        actor: TensorDictModuleBase,
+        value_network: TensorDictModuleBase,
+        *,
+        gamma: float = 0.99,
+        loss_function: str = "l2",
+    ) -> None:
+        super().__init__()
+        self.actor = actor
+        self.value_network = value_network
+        self._make_target("actor", actor)
+        self._make_target("value_network", value_network)
+        self.gamma = gamma
+        self.loss_function = check_loss_kind(loss_function)
+
+    def _select(self, td: TensorDictBase) -> TensorDictBase:
+        return td.select(*self.actor.in_keys, *self.value_network.in_keys, strict=False)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        k = self.tensor_keys
+        with torch.no_grad():
+            next_td = self.target_actor(self._select(tensordict.get("next")))
+            next_q = self.target_value_network(next_td).get(k.state_action_value)
+            target = td_target(
+                self.gamma,
+                tensordict.get(k.reward),
+                self._terminated(tensordict),
+                next_q,
+                tensordict.batch_dims,
+            )
+        data_td = self._select(tensordict)
+        q = self.value_network(data_td.copy()).get(k.state_action_value)
+        q, target = torch.broadcast_tensors(q, target)
+        self._write_td_error(tensordict, q - target)
+        loss_value = self._weighted_mean(distance_loss(q, target, self.loss_function), tensordict)
+        pi_td = self.actor(data_td)
+        loss_actor = -self._weighted_mean(
+            q_frozen(self.value_network, pi_td, k.state_action_value), tensordict
+        )
+        return TensorDict(
+            loss_actor=loss_actor,
+            loss_value=loss_value,
+            q_mean=q.detach().mean(),
+            target_mean=target.mean(),
+        )

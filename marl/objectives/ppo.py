@@ -1,0 +1,298 @@
+"""On-policy policy-gradient losses: ``PPOLoss`` (clipped) and ``A2CLoss``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import ClassVar
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import distributions as D
+
+from marl.objectives.common import LossModule, check_loss_kind, distance_loss, match_log_prob
+from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
+
+__all__ = ["A2CLoss", "PPOLoss"]
+
+_ESTIMATORS = {"gae": GAE, "td0": TD0, "td_lambda": TDLambda, "vtrace": VTrace}
+
+
+def entropy(dist: D.Distribution) -> torch.Tensor:
+    """Closed-form entropy when available, else a one-sample estimate ``-log pi(a)``."""
+    try:
+        return dist.entropy()
+    except NotImplementedError:
+        sample = dist.rsample() if dist.has_rsample else dist.sample()
+        return -dist.log_prob(sample)
+
+
+class _PolicyGradientLoss(LossModule):
+    """Shared plumbing of PPO and A2C: keys, estimator, advantage, critic loss."""
+
+    default_keys: ClassVar[dict[str, NestedKey]] = {
+        "action": "action",
+        "sample_log_prob": "action_log_prob",
+        "value": "state_value",
+        "advantage": "advantage",
+        "value_target": "value_target",
+        "reward": ("next", "reward"),
+        "done": ("next", "done"),
+        "terminated": ("next", "terminated"),
+        "truncated": ("next", "truncated"),
+        "priority_weight": "priority_weight",
+        "priority": "td_error",
+    }
+    _estimator_keys = ("advantage", "value_target", "value", "reward", "done", "terminated")
+
+    def __init__(
+        self,
+        actor: TensorDictModuleBase,
+        critic: TensorDictModuleBase | None = None,
+        *,
+        entropy_coef: float = 0.01,
+        critic_coef: float = 0.5,
+        loss_critic_type: str = "smooth_l1",
+        normalize_advantage: bool = True,
+        normalize_advantage_exclude_dims: Sequence[int] = (),
+        gamma: float = 0.99,
+        lmbda: float = 0.95,
+    ) -> None:
+        super().__init__()
+        if not hasattr(actor, "get_dist"):
+            raise TypeError(
+                "actor must expose get_dist(td) (e.g. a ProbabilisticTensorDictSequential), "
+                f"got {type(actor).__name__}"
+            )
+        self.actor = actor
+        self.critic = critic
+        self.entropy_coef = entropy_coef
+        self.critic_coef = critic_coef
+        self.loss_critic_type = check_loss_kind(loss_critic_type)
+        self.normalize_advantage = normalize_advantage
+        self.normalize_advantage_exclude_dims = tuple(normalize_advantage_exclude_dims)
+        self.value_estimator: ValueEstimator | None = None
+        if critic is not None:
+            self.make_value_estimator("gae", gamma=gamma, lmbda=lmbda)
+
+    def make_value_estimator(self, kind: str = "gae", **params: float) -> ValueEstimator:
+        """Build the estimator used when ``advantage`` is missing from the batch.
+
+        Args:
+            kind: ``"gae"``, ``"td0"``, ``"td_lambda"`` or ``"vtrace"``.
+            **params: estimator arguments (``gamma``, ``lmbda``, ...).
+
+        Returns:
+            The estimator (also stored as ``self.value_estimator``).
+        """
+        if kind not in _ESTIMATORS:
+            raise ValueError(f"unknown estimator {kind!r}; expected one of {sorted(_ESTIMATORS)}")
+        extra = {"actor_network": self.actor} if kind == "vtrace" else {}
+        est = _ESTIMATORS[kind](value_network=self.critic, **extra, **params)
+        keys = self.tensor_keys.as_dict()
+        est.set_keys(**{k: keys[k] for k in est.default_keys if k in keys})
+        self.value_estimator = est
+        return est
+
+    def _keys_changed(self, keys: dict[str, NestedKey]) -> None:
+        if self.value_estimator is not None:
+            fwd = {k: v for k, v in keys.items() if k in self.value_estimator.default_keys}
+            self.value_estimator.set_keys(**fwd)
+
+    def _advantage(self, td: TensorDictBase) -> torch.Tensor:
+        adv = td.get(self.tensor_keys.advantage, None)
+        if adv is None:
+            if self.value_estimator is None:
+                raise KeyError(
+                    f"{self.tensor_keys.advantage!r} is missing and no critic was given "
+                    "to estimate it"
+                )
+            self.value_estimator(td)
+            adv = td.get(self.tensor_keys.advantage)
+        if self.normalize_advantage and adv.numel() > 1:
+            keep = {d % adv.ndim for d in self.normalize_advantage_exclude_dims}
+            dims = tuple(d for d in range(adv.ndim) if d not in keep)
+            mean = adv.mean(dims, keepdim=True)
+            std = adv.std(dims, keepdim=True) if dims else torch.ones_like(adv)
+            adv = (adv - mean) / std.clamp_min(1e-6)
+        return adv
+
+    def _log_prob(
+        self, td: TensorDictBase, like: torch.Tensor
+    ) -> tuple[torch.Tensor, D.Distribution]:
+        dist = self.actor.get_dist(td)
+        log_prob = dist.log_prob(td.get(self.tensor_keys.action))
+        return match_log_prob(log_prob, like), dist
+
+    def _critic_terms(self, td: TensorDictBase, out: dict[str, torch.Tensor]) -> None:
+        if self.critic is None or self.critic_coef == 0:
+            return
+        k = self.tensor_keys
+        target = td.get(k.value_target)
+        old_value = td.get(k.value, None)
+        # a shallow selection: the critic must not overwrite the stored (old) values
+        value = self.critic(td.select(*self.critic.in_keys, strict=False)).get(k.value)
+        loss = distance_loss(value, target, self.loss_critic_type)
+        clip = getattr(self, "clip_value", None)
+        if clip is not None and old_value is not None:
+            clipped = old_value + (value - old_value).clamp(-clip, clip)
+            loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
+        out["loss_critic"] = self.critic_coef * self._weighted_mean(loss, td)
+        out["explained_variance"] = (
+            1 - (target - value).var() / target.var().clamp_min(1e-8)
+        ).detach()
+
+
+class PPOLoss(_PolicyGradientLoss):
+    """Clipped PPO (Schulman et al., 2017), with entropy bonus and critic loss.
+
+    ``ratio = exp(log pi(a|s) - log mu(a|s))``,
+    ``loss_objective = -mean(min(ratio * A, clip(ratio, 1 - eps, 1 + eps) * A))``.
+    If ``advantage`` is missing, it is computed with GAE from ``critic``.
+
+    Args:
+        actor: a probabilistic policy with ``get_dist(td)``.
+        critic: a value module writing the ``value`` key (optional).
+        clip_epsilon: the PPO clip range.
+        entropy_coef: weight of the entropy bonus (``loss_entropy = -coef * H``).
+        critic_coef: weight of the critic loss.
+        loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        normalize_advantage: standardize the advantage over the batch.
+        normalize_advantage_exclude_dims: dims kept separate when standardizing (e.g.
+            ``(-2,)`` for per-agent statistics of ``[*B, n_agents, 1]`` advantages).
+        clip_value: optional clip of the critic update around the stored value.
+        gamma: discount for the default GAE.
+        lmbda: lambda for the default GAE.
+
+    Returns (``forward``):
+        TensorDict with ``loss_objective``, ``loss_critic``, ``loss_entropy`` and the
+        diagnostics ``entropy``, ``clip_fraction``, ``kl_approx``, ``explained_variance``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule, ProbabilisticTensorDictModule as P
+        >>> from tensordict.nn import ProbabilisticTensorDictSequential as S
+        >>> actor = S(TensorDictModule(torch.nn.Linear(3, 4), ["observation"], ["logits"]),
+        ...           P(["logits"], ["action"], distribution_class=D.Categorical,
+        ...             return_log_prob=True))
+        >>> td = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
+        >>> td["advantage"] = torch.randn(8, 1)
+        >>> out = PPOLoss(actor)(td)
+        >>> sorted(k for k in out.keys() if k.startswith("loss"))
+        ['loss_entropy', 'loss_objective']
+    """
+
+    def __init__(
+        self,
+        actor: TensorDictModuleBase,
+        critic: TensorDictModuleBase | None = None,
+        *,
+        clip_epsilon: float = 0.2,
+        entropy_coef: float = 0.01,
+        critic_coef: float = 0.5,
+        loss_critic_type: str = "smooth_l1",
+        normalize_advantage: bool = True,
+        normalize_advantage_exclude_dims: Sequence[int] = (),
+        clip_value: float | None = None,
+        gamma: float = 0.99,
+        lmbda: float = 0.95,
+    ) -> None:
+        super().__init__(
+            actor,
+            critic,
+            entropy_coef=entropy_coef,
+            critic_coef=critic_coef,
+            loss_critic_type=loss_critic_type,
+            normalize_advantage=normalize_advantage,
+            normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
+            gamma=gamma,
+            lmbda=lmbda,
+        )
+        self.clip_epsilon = clip_epsilon
+        self.clip_value = clip_value
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        adv = self._advantage(tensordict)
+        log_prob, dist = self._log_prob(tensordict, adv)
+        old_log_prob = match_log_prob(tensordict.get(self.tensor_keys.sample_log_prob), adv)
+        log_ratio = log_prob - old_log_prob
+        ratio = log_ratio.exp()
+        eps = self.clip_epsilon
+        surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
+        out = {"loss_objective": -self._weighted_mean(surrogate, tensordict)}
+        ent = entropy(dist)
+        out["entropy"] = ent.mean().detach()
+        if self.entropy_coef:
+            out["loss_entropy"] = -self.entropy_coef * ent.mean()
+        with torch.no_grad():
+            out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
+            out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
+        self._critic_terms(tensordict, out)
+        return TensorDict(out)
+
+
+class A2CLoss(_PolicyGradientLoss):
+    """Advantage actor-critic: ``loss_objective = -mean(A * log pi(a|s))``.
+
+    Args:
+        actor: a probabilistic policy with ``get_dist(td)``.
+        critic: a value module writing the ``value`` key (optional).
+        entropy_coef: weight of the entropy bonus.
+        critic_coef: weight of the critic loss.
+        loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        normalize_advantage: standardize the advantage (off by default for A2C).
+        normalize_advantage_exclude_dims: dims kept separate when standardizing.
+        gamma: discount for the default GAE.
+        lmbda: lambda for the default GAE.
+
+    Returns (``forward``):
+        TensorDict with ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule, ProbabilisticTensorDictModule as P
+        >>> from tensordict.nn import ProbabilisticTensorDictSequential as S
+        >>> actor = S(TensorDictModule(torch.nn.Linear(3, 4), ["observation"], ["logits"]),
+        ...           P(["logits"], ["action"], distribution_class=D.Categorical))
+        >>> td = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
+        >>> td["advantage"] = torch.randn(8, 1)
+        >>> A2CLoss(actor)(td)["loss_objective"].requires_grad
+        True
+    """
+
+    def __init__(
+        self,
+        actor: TensorDictModuleBase,
+        critic: TensorDictModuleBase | None = None,
+        *,
+        entropy_coef: float = 0.01,
+        critic_coef: float = 0.5,
+        loss_critic_type: str = "l2",
+        normalize_advantage: bool = False,
+        normalize_advantage_exclude_dims: Sequence[int] = (),
+        gamma: float = 0.99,
+        lmbda: float = 0.95,
+    ) -> None:
+        super().__init__(
+            actor,
+            critic,
+            entropy_coef=entropy_coef,
+            critic_coef=critic_coef,
+            loss_critic_type=loss_critic_type,
+            normalize_advantage=normalize_advantage,
+            normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
+            gamma=gamma,
+            lmbda=lmbda,
+        )
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        adv = self._advantage(tensordict)
+        log_prob, dist = self._log_prob(tensordict, adv)
+        out = {"loss_objective": -self._weighted_mean(adv.detach() * log_prob, tensordict)}
+        ent = entropy(dist)
+        out["entropy"] = ent.mean().detach()
+        if self.entropy_coef:
+            out["loss_entropy"] = -self.entropy_coef * ent.mean()
+        self._critic_terms(tensordict, out)
+        return TensorDict(out)

@@ -1,0 +1,147 @@
+"""``TD3Loss``: twin delayed DDPG (Fujimoto et al., 2018)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, ClassVar
+
+import torch
+from tensordict import TensorDict, TensorDictBase
+from tensordict.nn import TensorDictModuleBase
+from tensordict.utils import NestedKey
+from torch import nn
+
+from marl.objectives.common import LossModule, check_loss_kind, distance_loss, reinit_, td_target
+from marl.objectives.ddpg import q_frozen
+
+__all__ = ["TD3Loss"]
+
+
+class TD3Loss(LossModule):
+    """Twin delayed deep deterministic policy gradient.
+
+    - Target policy smoothing: ``a' = clip(mu'(s') + clip(N(0, policy_noise), -c, c), low, high)``.
+    - Clipped double Q: ``y = r + gamma * (1 - terminated) * min_i Q'_i(s', a')``.
+    - Delayed actor: ``loss_actor = -mean(Q_1(s, mu(s)))`` is computed on every
+      ``policy_delay``-th call only (zero otherwise, and ``update_actor`` says which), so
+      stepping the actor optimizer on each call updates it at the delayed rate.
+
+    Args:
+        actor: deterministic policy module writing ``action``.
+        qvalue_network: module reading the observation and ``action``, writing
+            ``state_action_value``; the twin is an independently re-initialised copy.
+        action_spec: optional spec with ``.low``/``.high`` (else ``low``/``high``).
+        low: lower action bound.
+        high: upper action bound.
+        num_qvalue_nets: number of Q-networks.
+        gamma: discount factor.
+        policy_noise: std of the target smoothing noise.
+        noise_clip: clip of the smoothing noise.
+        policy_delay: actor update period (in calls).
+        loss_function: Q regression loss.
+
+    Returns (``forward``):
+        TensorDict with ``loss_actor``, ``loss_qvalue``, ``update_actor`` and diagnostics.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> actor = TensorDictModule(nn.Sequential(nn.Linear(3, 2), nn.Tanh()),
+        ...                          ["observation"], ["action"])
+        >>> q = TensorDictModule(nn.Bilinear(3, 2, 1), ["observation", "action"],
+        ...                      ["state_action_value"])
+        >>> td = TensorDict({"observation": torch.randn(4, 3), "action": torch.rand(4, 2),
+        ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
+        ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
+        >>> loss = TD3Loss(actor, q, policy_delay=2)
+        >>> [bool(loss(td)["update_actor"]) for _ in range(3)]
+        [True, False, True]
+    """
+
+    default_keys: ClassVar[dict[str, NestedKey]] = {
+        "action": "action",
+        "state_action_value": "state_action_value",
+        "reward": ("next", "reward"),
+        "done": ("next", "done"),
+        "terminated": ("next", "terminated"),
+        "priority_weight": "priority_weight",
+        "priority": "td_error",
+    }
+
+    def __init__(
+        self,
+        actor: TensorDictModuleBase,
+        qvalue_network: TensorDictModuleBase,
+        *,
+        action_spec: Any = None,
+        low: float | torch.Tensor = -1.0,
+        high: float | torch.Tensor = 1.0,
+        num_qvalue_nets: int = 2,
+        gamma: float = 0.99,
+        policy_noise: float = 0.2,
+        noise_clip: float = 0.5,
+        policy_delay: int = 2,
+        loss_function: str = "l2",
+    ) -> None:
+        super().__init__()
+        if policy_delay < 1:
+            raise ValueError(f"policy_delay must be >= 1, got {policy_delay}")
+        self.actor = actor
+        copies = [reinit_(copy.deepcopy(qvalue_network)) for _ in range(num_qvalue_nets - 1)]
+        self.qvalue_networks = nn.ModuleList([qvalue_network, *copies])
+        self._make_target("actor", actor)
+        self._make_target("qvalue_networks", self.qvalue_networks)
+        if action_spec is not None:
+            low, high = getattr(action_spec, "low", low), getattr(action_spec, "high", high)
+        self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
+        self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
+        self.gamma = gamma
+        self.policy_noise, self.noise_clip = policy_noise, noise_clip
+        self.policy_delay = policy_delay
+        self.loss_function = check_loss_kind(loss_function)
+        self._calls = 0
+
+    def _select(self, td: TensorDictBase) -> TensorDictBase:
+        return td.select(*self.actor.in_keys, *self.qvalue_networks[0].in_keys, strict=False)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDict:
+        k = self.tensor_keys
+        with torch.no_grad():
+            next_td = self.target_actor(self._select(tensordict.get("next")))
+            action = next_td.get(k.action)
+            noise = (torch.randn_like(action) * self.policy_noise).clamp(
+                -self.noise_clip, self.noise_clip
+            )
+            low, high = self.low.to(action.dtype), self.high.to(action.dtype)
+            next_td.set(k.action, (action + noise).clamp(low, high))
+            next_qs = [
+                net(next_td.copy()).get(k.state_action_value) for net in self.target_qvalue_networks
+            ]
+            next_q = torch.stack(torch.broadcast_tensors(*next_qs)).amin(0)
+            target = td_target(
+                self.gamma,
+                tensordict.get(k.reward),
+                self._terminated(tensordict),
+                next_q,
+                tensordict.batch_dims,
+            )
+        data_td = self._select(tensordict)
+        preds = [net(data_td.copy()).get(k.state_action_value) for net in self.qvalue_networks]
+        preds = [torch.broadcast_tensors(p, target)[0] for p in preds]
+        self._write_td_error(tensordict, torch.stack([p - target for p in preds]).abs().amax(0))
+        loss_q = sum(distance_loss(p, target, self.loss_function) for p in preds)
+        loss_qvalue = self._weighted_mean(loss_q, tensordict)
+        update_actor = self._calls % self.policy_delay == 0
+        self._calls += 1
+        if update_actor:
+            pi_td = self.actor(data_td)
+            q_pi = q_frozen(self.qvalue_networks[0], pi_td, k.state_action_value)
+            loss_actor = -self._weighted_mean(q_pi, tensordict)
+        else:
+            loss_actor = torch.zeros((), device=target.device)
+        return TensorDict(
+            loss_actor=loss_actor,
+            loss_qvalue=loss_qvalue,
+            update_actor=torch.tensor(update_actor),
+            q_mean=torch.stack(preds).detach().mean(),
+        )

@@ -1,0 +1,32 @@
+"""marl.modules and marl.objectives import only what the layering allows."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2] / "marl"
+ALLOWED = {"torch", "tensordict", "numpy", "marl._C", "marl.specs", "marl.groups"}
+
+
+@pytest.mark.parametrize("package", ["modules", "objectives"])
+def test_imports_respect_layers(package):
+    for path in (ROOT / package).rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            for name in names:
+                top = name.split(".")[0]
+                if top != "marl":
+                    continue
+                ok = (
+                    name.startswith(f"marl.{package}")
+                    or any(name == a or name.startswith(a + ".") for a in ALLOWED)
+                    or name == "marl"
+                )
+                assert ok, f"{path.relative_to(ROOT.parent)} imports {name}"
