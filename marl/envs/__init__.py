@@ -12,6 +12,10 @@ from marl.envs.builtin_transforms import (
 )
 from marl.envs.checks import EnvSpecError, check_env_specs
 from marl.envs.common import EnvBase, make_done_spec, step_mdp
+
+# Wrappers import their third-party library lazily (when an env is built).
+from marl.envs.libs import GymnasiumEnv, PettingZooEnv, VmasEnv
+from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
 
 __all__ = [
@@ -21,17 +25,22 @@ __all__ = [
     "EnvSpecError",
     "EnvSpecs",
     "ExcludeTransform",
+    "GymnasiumEnv",
     "InitTracker",
     "ObservationNorm",
     "ParallelEnv",
+    "PettingZooEnv",
     "RenameTransform",
     "RewardSum",
     "SerialEnv",
     "StepCounter",
     "Transform",
     "TransformedEnv",
+    "VmasEnv",
     "WorkerError",
     "check_env_specs",
+    "list_tasks",
     "make_done_spec",
+    "make_task",
     "step_mdp",
 ]

@@ -154,6 +154,8 @@ class EnvBase:
         self._rng = torch.Generator(device=self.device)
         if seed is not None:
             self._rng.manual_seed(int(seed))
+        else:
+            self._rng.seed()  # a fresh random seed, not torch's fixed default
         self._set_seed(seed)
         return seed
 

@@ -1,0 +1,12 @@
+"""Wrappers around third-party environment libraries.
+
+Each wrapper imports its library lazily (when an env is built), so importing
+this package stays light; a missing library raises an ImportError that names
+the extra to install.
+"""
+
+from marl.envs.libs.gymnasium import GymnasiumEnv
+from marl.envs.libs.pettingzoo import PettingZooEnv
+from marl.envs.libs.vmas import VmasEnv
+
+__all__ = ["GymnasiumEnv", "PettingZooEnv", "VmasEnv"]

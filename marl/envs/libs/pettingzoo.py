@@ -1,0 +1,455 @@
+"""`PettingZooEnv`: PettingZoo tasks, parallel or turn-based (AEC), grouped.
+
+The env is unbatched (batch size ``[]``); use ``SerialEnv``/``ParallelEnv`` to
+run several. Agents of a group are stacked along the first dim of the group's
+entries.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from typing import Any
+
+import numpy as np
+import torch
+from tensordict import TensorDict, TensorDictBase
+
+from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.libs._spaces import new_td, space_to_spec, stack_agent_specs, to_numpy_action
+from marl.groups import GroupMap, GroupMapLike
+from marl.specs import Composite, OneHot, TensorSpec, Unbounded
+
+__all__ = ["PettingZooEnv"]
+
+# Where task names are looked up, in order: MPE moved to ``mpe2``.
+_FAMILIES = {
+    "mpe": "mpe2",
+    "sisl": "pettingzoo.sisl",
+    "classic": "pettingzoo.classic",
+    "butterfly": "pettingzoo.butterfly",
+}
+
+
+def _import_pettingzoo() -> Any:
+    try:
+        import pettingzoo
+    except ImportError as err:
+        raise ImportError(
+            'PettingZooEnv needs the "pettingzoo" package: pip install "marl[pettingzoo]"'
+        ) from err
+    return pettingzoo
+
+
+def _find_task(task: str) -> Any:
+    """The module of a task such as ``"simple_spread_v3"`` or ``"sisl/multiwalker_v9"``."""
+    family, _, name = task.rpartition("/")
+    if family and family not in _FAMILIES:
+        raise ValueError(
+            f"unknown PettingZoo family {family!r} in {task!r}; expected one of {sorted(_FAMILIES)}"
+        )
+    families = [_FAMILIES[family]] if family else list(_FAMILIES.values())
+    known: list[str] = []
+    for package in families:
+        try:
+            pkg = importlib.import_module(package)
+        except ImportError:
+            continue
+        try:
+            module = importlib.import_module(f"{package}.{name}")
+            if hasattr(module, "env") or hasattr(module, "parallel_env"):
+                return module
+        except ImportError as err:
+            if err.name not in (f"{package}.{name}", package):
+                raise ImportError(
+                    f"PettingZoo task {task!r} needs a missing package ({err.name}); "
+                    'pip install "marl[pettingzoo]"'
+                ) from err
+        known.extend(
+            m.name
+            for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))
+            if "_v" in m.name and m.name.rsplit("_v", 1)[1].isdigit()
+        )
+    import difflib
+
+    close = difflib.get_close_matches(name, known, n=5)
+    hint = f"closest names: {close}" if close else f"available: {sorted(known)}"
+    raise ValueError(f"unknown PettingZoo task {task!r} (searched {families}); {hint}")
+
+
+class PettingZooEnv(EnvBase):
+    """A PettingZoo env with agents stacked by group (parallel or AEC API).
+
+    Keys (``g`` a group of ``n_g`` agents):
+
+    - ``(g, "observation")`` ``[n_g, *obs]`` (a sub-TensorDict for dict observations);
+    - ``(g, "action_mask")`` ``[n_g, n]`` bool, when observations carry an
+      ``"action_mask"`` (an agent with no legal action, e.g. not its turn, gets
+      an all-True row so that samplers never fail; its action is ignored);
+    - ``(g, "action")``, ``("next", g, "reward")`` ``[n_g, 1]``;
+    - ``(g, "done" / "terminated" / "truncated")`` ``[n_g, 1]`` per agent;
+    - ``(g, "mask")`` ``[n_g]`` bool (with ``use_mask``): False for agents that
+      have left the episode (parallel) or whose turn it is not (AEC);
+    - root ``done``/``terminated``/``truncated`` ``[1]``: all agents done (or
+      any, with ``done_on_any``); ``truncated`` when an agent ending that step
+      was truncated;
+    - ``"state"`` with ``return_state=True``.
+
+    Agents that leave early keep valid entries (zeros) until the episode ends.
+    In AEC mode, one ``step`` plays the acting agent's move; the observations
+    of every agent are refreshed after it, and turns of agents that are
+    already done are played (with ``None``) automatically.
+
+    Args:
+        task: a task name, e.g. ``"simple_spread_v3"`` (MPE, from ``mpe2``),
+            ``"multiwalker_v9"`` (sisl) or ``"tictactoe_v3"`` (classic); a family
+            prefix such as ``"sisl/multiwalker_v9"`` is allowed.
+        env: an existing PettingZoo ``ParallelEnv`` or ``AECEnv`` (instead of ``task``).
+        parallel: build the parallel API (True) or the AEC API (False) from ``task``.
+        group_map: ``None`` (``by_prefix``), a constructor name, a dict or a ``GroupMap``.
+        use_mask: write the per-group ``"mask"`` key (always True in AEC mode).
+        return_state: add the global ``"state"`` (``env.state()``).
+        seed: optional seed.
+        done_on_any: end the episode when any agent is done.
+        categorical_actions: discrete actions as indices (True) or one-hot (False).
+        device: device of the tensors.
+        **kwargs: task arguments (e.g. ``N=3, max_cycles=25``).
+
+    Raises:
+        ImportError: when pettingzoo (or the task's package) is missing.
+        ValueError: on an unknown task, a bad combination of arguments or an
+            env that lacks ``state()`` with ``return_state=True``.
+
+    Examples:
+        >>> env = PettingZooEnv("simple_tag_v3", seed=0, max_cycles=10)
+        >>> td = env.rollout(4)
+        >>> td["adversary", "observation"].shape, td["agent", "observation"].shape
+        (torch.Size([4, 3, 16]), torch.Size([4, 1, 14]))
+    """
+
+    def __init__(
+        self,
+        task: str | None = None,
+        env: Any = None,
+        parallel: bool = True,
+        group_map: GroupMapLike | None = None,
+        use_mask: bool = True,
+        return_state: bool = False,
+        seed: int | None = None,
+        *,
+        done_on_any: bool = False,
+        categorical_actions: bool = True,
+        device: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        _import_pettingzoo()
+        from pettingzoo.utils.env import AECEnv, ParallelEnv
+
+        if (task is None) == (env is None):
+            raise ValueError("PettingZooEnv needs exactly one of task= or env=")
+        if env is None:
+            module = _find_task(task)
+            maker = "parallel_env" if parallel else "env"
+            if not hasattr(module, maker):
+                raise ValueError(
+                    f"PettingZoo task {task!r} has no {maker}(); it is turn-based: "
+                    "pass parallel=False"
+                )
+            try:
+                env = getattr(module, maker)(**kwargs)
+            except TypeError as err:
+                if "unexpected keyword" not in str(err):
+                    raise
+                raise ValueError(f"unknown argument for PettingZoo task {task!r}: {err}") from err
+        elif kwargs:
+            raise ValueError(f"task arguments {sorted(kwargs)} need task=, not env=")
+        if isinstance(env, ParallelEnv):
+            self.parallel = True
+        elif isinstance(env, AECEnv):
+            self.parallel = False
+        else:
+            raise TypeError(
+                f"env must be a PettingZoo ParallelEnv or AECEnv, got {type(env).__name__}"
+            )
+        self._env = env
+        self.task = task
+        agents = list(env.possible_agents)
+        super().__init__(batch_size=(), device=device, group_map=GroupMap.build(group_map, agents))
+        self.agent_names = agents
+        self.use_mask = use_mask or not self.parallel
+        self.return_state = return_state
+        self.done_on_any = done_on_any
+        self.categorical_actions = categorical_actions
+        self._seed_next: int | None = seed
+        self._make_specs()
+        if seed is not None:
+            self.set_seed(seed)
+
+    # ------------------------------------------------------------ specs
+    def _make_specs(self) -> None:
+        env, d = self._env, self.device
+        obs_spec = Composite(shape=(), device=d)
+        act_spec = Composite(shape=(), device=d)
+        rew_spec = Composite(shape=(), device=d)
+        done_spec = make_done_spec((), d)
+        self._obs_layout: dict[str, tuple[bool, list[str]]] = {}
+        self._act_kind: dict[str, tuple[bool, Any]] = {}
+        self._zeros: dict[str, dict[str, np.ndarray]] = {}
+        for g, members in self.group_map.items():
+            n = len(members)
+            per_agent = [self._agent_obs_spec(env.observation_space(a)) for a in members]
+            obs = stack_agent_specs([p[0] for p in per_agent], members, g, "observation", 0)
+            group = Composite({"observation": obs}, shape=(n,), device=d)
+            has_mask = per_agent[0][1] is not None
+            if has_mask:
+                group["action_mask"] = Unbounded((n, per_agent[0][1]), dtype=torch.bool, device=d)
+            if self.use_mask:
+                group["mask"] = Unbounded((n,), dtype=torch.bool, device=d)
+            obs_spec[g] = group
+            spaces = [env.action_space(a) for a in members]
+            act = stack_agent_specs(
+                [
+                    space_to_spec(s, (), categorical=self.categorical_actions, device=d)
+                    for s in spaces
+                ],
+                members,
+                g,
+                "action",
+                0,
+            )
+            act_spec[g] = Composite({"action": act}, shape=(n,), device=d)
+            rew_spec[g] = Composite({"reward": Unbounded((n, 1), device=d)}, shape=(n,), device=d)
+            done_spec[g] = make_done_spec((n,), d)
+            dict_obs = isinstance(obs, Composite)
+            keys = list(obs.keys()) if dict_obs else ["observation"]
+            self._obs_layout[g] = (dict_obs, keys)
+            leaves = obs if dict_obs else {"observation": obs}
+            self._zeros[g] = {
+                k: np.zeros(tuple(leaves[k].shape[1:]), dtype=_np_dtype(leaves[k].dtype))
+                for k in keys
+            }
+            self._act_kind[g] = (isinstance(act, OneHot), spaces[0])
+        if self.return_state:
+            try:
+                space = env.state_space
+            except AttributeError as err:
+                raise ValueError(
+                    f"return_state=True but {type(env.unwrapped).__name__} has no state_space"
+                ) from err
+            if space is None:
+                raise ValueError(
+                    f"return_state=True but {type(env.unwrapped).__name__} has no global state"
+                )
+            obs_spec["state"] = space_to_spec(space, (), device=d)
+        self.observation_spec = obs_spec
+        self.action_spec = act_spec
+        self.reward_spec = rew_spec
+        self.done_spec = done_spec
+        self._has_action_mask = {g: "action_mask" in obs_spec[g] for g in self.group_map}
+        self._group_sizes = {g: torch.Size([len(m)]) for g, m in self.group_map.items()}
+        self._mask_size = {
+            g: obs_spec[g, "action_mask"].shape[-1]
+            for g in self.group_map
+            if self._has_action_mask[g]
+        }
+
+    def _agent_obs_spec(self, space: Any) -> tuple[TensorSpec | Composite, int | None]:
+        """Spec of one agent's observation, without its action mask (and the mask's size)."""
+        spec = space_to_spec(space, (), device=self.device)
+        if isinstance(spec, Composite) and "action_mask" in spec:
+            n = spec["action_mask"].shape[-1]
+            rest = {k: spec[k] for k in spec.keys() if k != "action_mask"}
+            if list(rest) == ["observation"]:
+                return rest["observation"], n
+            return Composite(rest, shape=(), device=self.device), n
+        return spec, None
+
+    # ------------------------------------------------------------ data
+    def _pack(
+        self, raw: dict[str, Any], rewards: dict[str, float] | None, live: set[str]
+    ) -> TensorDict:
+        """One TensorDict with every group's observations, rewards and flags.
+
+        Agents missing from ``raw`` (they left the episode) get zeros. Built in
+        one go (few Python objects per step: this is the wrapper's hot path).
+        """
+        term, trunc, ending = self._term, self._trunc, self._ending
+        any_done, all_done, ending_trunc = False, True, False
+        root: dict[str, Any] = {}
+        for g, members in self.group_map.items():
+            n = len(members)
+            group = self._group_obs(g, members, raw)
+            # columns: terminated, truncated, done, mask
+            flags = np.zeros((n, 4), dtype=bool)
+            for j, a in enumerate(members):
+                te, tr = term[a], trunc[a]
+                if te or tr:
+                    flags[j, 0], flags[j, 1], flags[j, 2] = te, tr, True
+                    any_done = True
+                    ending_trunc = ending_trunc or (tr and a in ending)
+                else:
+                    all_done = False
+                flags[j, 3] = a in live
+            group["terminated"] = torch.from_numpy(flags[:, 0:1])
+            group["truncated"] = torch.from_numpy(flags[:, 1:2])
+            group["done"] = torch.from_numpy(flags[:, 2:3])
+            if self.use_mask:
+                group["mask"] = torch.from_numpy(flags[:, 3])
+            if rewards is not None:
+                r = np.array([rewards.get(a, 0.0) for a in members], dtype=np.float32)
+                group["reward"] = torch.from_numpy(r[:, None])
+            root[g] = new_td(group, self._group_sizes[g])
+        done = any_done if self.done_on_any else all_done
+        truncated = done and ending_trunc
+        flags = np.array([done, done and not truncated, truncated])
+        root["done"] = torch.from_numpy(flags[0:1])
+        root["terminated"] = torch.from_numpy(flags[1:2])
+        root["truncated"] = torch.from_numpy(flags[2:3])
+        if self.return_state:
+            spec = self.observation_spec["state"]
+            root["state"] = torch.as_tensor(np.asarray(self._env.state()), dtype=spec.dtype)
+        out = new_td(root, _SCALAR)
+        return out if self.device.type == "cpu" else out.to(self.device)
+
+    def _group_obs(self, g: str, members: list[str], raw: dict[str, Any]) -> dict[str, Any]:
+        """``observation`` (and ``action_mask``) of one group, stacked over its agents."""
+        dict_obs, keys = self._obs_layout[g]
+        zeros = self._zeros[g]
+        values = [raw.get(a) for a in members]
+        if not dict_obs and not self._has_action_mask[g]:
+            z = zeros["observation"]
+            stacked = np.stack([z if v is None else v for v in values]).astype(z.dtype, copy=False)
+            return {"observation": torch.from_numpy(stacked)}
+        group: dict[str, Any] = {}
+        dicts = [v if isinstance(v, dict) else {"observation": v} for v in values]
+        obs = {
+            k: torch.from_numpy(
+                np.stack([zeros[k] if v is None else v[k] for v in dicts]).astype(
+                    zeros[k].dtype, copy=False
+                )
+            )
+            for k in keys
+        }
+        if dict_obs:
+            group["observation"] = TensorDict(obs, batch_size=(len(members),))
+        else:
+            group["observation"] = obs["observation"]
+        if self._has_action_mask[g]:
+            n = self._mask_size[g]
+            mask = np.stack(
+                [
+                    np.zeros(n, bool) if v is None else np.asarray(v["action_mask"], bool)
+                    for v in values
+                ]
+            )
+            mask[~mask.any(-1)] = True
+            group["action_mask"] = torch.from_numpy(mask)
+        return group
+
+    def _agent_actions(self, td: TensorDictBase) -> dict[str, Any]:
+        actions: dict[str, Any] = {}
+        for g, members in self.group_map.items():
+            one_hot, space = self._act_kind[g]
+            a = to_numpy_action(td.get((g, "action")), space, one_hot)
+            for j, agent in enumerate(members):
+                actions[agent] = _agent_row(a, j)
+        return actions
+
+    # ------------------------------------------------------------ reset / step
+    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
+        seed, self._seed_next = self._seed_next, None
+        env = self._env
+        self._term = dict.fromkeys(self.agent_names, False)
+        self._trunc = dict.fromkeys(self.agent_names, False)
+        self._ending: set[str] = set()
+        if self.parallel:
+            raw, _ = env.reset(seed=seed)
+            live = set(env.agents)
+        else:
+            env.reset(seed=seed)
+            self._skip_dead_turns()
+            raw = {a: env.observe(a) for a in env.agents}
+            live = {env.agent_selection} if env.agents else set()
+        return self._pack(raw, None, live)
+
+    def _step(self, td: TensorDictBase) -> TensorDictBase:
+        env = self._env
+        actions = self._agent_actions(td)
+        if self.parallel:
+            raw, rew, term, trunc, _ = env.step({a: actions[a] for a in env.agents})
+            rewards = rew
+            live = set(env.agents)
+        else:
+            acting = env.agent_selection
+            env.step(actions[acting])
+            rewards = dict(env.rewards)
+            term, trunc = env.terminations, env.truncations
+            raw = {a: env.observe(a) for a in env.agents}
+        self._ending = {
+            a
+            for a in term.keys() | trunc.keys()
+            if (term.get(a, False) or trunc.get(a, False)) and not (self._term[a] or self._trunc[a])
+        }
+        for a in self._ending:
+            self._term[a] = bool(term.get(a, False))
+            self._trunc[a] = bool(trunc.get(a, False))
+        if not self.parallel:
+            if not all(self._term[a] or self._trunc[a] for a in self.agent_names):
+                extra = self._skip_dead_turns()
+                for a, r in extra.items():
+                    rewards[a] = rewards.get(a, 0.0) + r
+            live = {env.agent_selection} if env.agents else set()
+            live -= {a for a in self.agent_names if self._term[a] or self._trunc[a]}
+        return self._pack(raw, rewards, live)
+
+    def _skip_dead_turns(self) -> dict[str, float]:
+        """AEC: play ``None`` for agents that are done until a live agent acts."""
+        env, rewards = self._env, {}
+        while env.agents:
+            sel = env.agent_selection
+            if not (env.terminations.get(sel, False) or env.truncations.get(sel, False)):
+                break
+            self._term[sel] = bool(env.terminations.get(sel, False))
+            self._trunc[sel] = bool(env.truncations.get(sel, False))
+            env.step(None)
+            for a, r in env.rewards.items():
+                rewards[a] = rewards.get(a, 0.0) + r
+        return rewards
+
+    def _set_seed(self, seed: int | None) -> None:
+        self._seed_next = seed
+        if seed is not None:
+            for i, a in enumerate(self.agent_names):
+                self._env.action_space(a).seed(seed + i)
+
+    # ------------------------------------------------------------ extras
+    @property
+    def pettingzoo_env(self) -> Any:
+        """The underlying PettingZoo env."""
+        return self._env
+
+    def render(self) -> Any:
+        """Render with the PettingZoo env's own ``render`` (set ``render_mode`` at build)."""
+        return self._env.render()
+
+    def close(self) -> None:
+        self._env.close()
+        super().close()
+
+
+def _np_dtype(dtype: torch.dtype) -> np.dtype:
+    if dtype == torch.bool:
+        return np.dtype(bool)
+    return torch.empty((), dtype=dtype).numpy().dtype
+
+
+_SCALAR = torch.Size([])
+
+
+def _agent_row(action: Any, j: int) -> Any:
+    """Agent ``j``'s action from a group's batched action (arrays, dicts, tuples)."""
+    if isinstance(action, dict):
+        return {k: _agent_row(v, j) for k, v in action.items()}
+    if isinstance(action, tuple):
+        return tuple(_agent_row(v, j) for v in action)
+    return action[j]

@@ -1,0 +1,278 @@
+"""The task catalogue: named, ready-to-train envs described by YAML files.
+
+Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
+``"gymnasium/cartpole"``, ...) is one YAML file with:
+
+- ``description``: one line;
+- ``family``: ``vmas``, ``pettingzoo`` or ``gymnasium`` (the wrapper to use);
+- ``env``: the wrapper's arguments, with BenchMARL-like defaults;
+- ``group_map`` (optional): a constructor name or a dict of groups;
+- ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
+  truncate themselves, ``double_to_float: true`` for float64 observations.
+
+The files ship inside the package (``marl/tasks``); in a source checkout they
+are read from the repository's top-level ``tasks/`` folder.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib.util
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
+from marl.envs.common import EnvBase
+from marl.envs.transforms import Transform, TransformedEnv
+
+__all__ = ["list_tasks", "load_task_config", "make_task", "task_available"]
+
+_FAMILY_PACKAGES = {"vmas": "vmas", "pettingzoo": "pettingzoo", "gymnasium": "gymnasium"}
+_WRAPPER_ARGS = {
+    "vmas": {
+        "num_envs",
+        "device",
+        "continuous_actions",
+        "max_steps",
+        "seed",
+        "group_map",
+        "categorical_actions",
+        "loop_reset_threshold",
+        "scenario",
+    },
+    "pettingzoo": {
+        "task",
+        "parallel",
+        "group_map",
+        "use_mask",
+        "return_state",
+        "seed",
+        "done_on_any",
+        "categorical_actions",
+        "device",
+    },
+    "gymnasium": {
+        "env_id",
+        "num_envs",
+        "seed",
+        "categorical_action_encoding",
+        "vectorization_mode",
+        "device",
+    },
+}
+
+
+def _catalogue_root() -> Path:
+    """The folder holding ``<family>/<task>.yaml``: packaged, else the source checkout."""
+    try:
+        packaged = resources.files("marl") / "tasks"
+        if packaged.is_dir():
+            return Path(str(packaged))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - unusual loaders
+        pass
+    source = Path(__file__).resolve().parents[2] / "tasks"
+    if source.is_dir():
+        return source
+    raise FileNotFoundError(
+        "the task catalogue was not found: expected marl/tasks in the installed package or "
+        f"tasks/ in the source checkout ({source})"
+    )
+
+
+@lru_cache(maxsize=1)
+def _index() -> dict[str, Path]:
+    root = _catalogue_root()
+    return {f"{p.parent.name}/{p.stem}": p for p in sorted(root.glob("*/*.yaml")) if p.is_file()}
+
+
+def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
+    """Names of the catalogued tasks, sorted.
+
+    Args:
+        family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``).
+        available: only tasks whose packages are installed (see :func:`task_available`).
+
+    Returns:
+        Names such as ``"vmas/navigation"``.
+
+    Examples:
+        >>> "vmas/navigation" in list_tasks()
+        True
+        >>> list_tasks("gymnasium")
+        ['gymnasium/cartpole', 'gymnasium/halfcheetah', 'gymnasium/lunarlander', 'gymnasium/pendulum']
+    """
+    names = [n for n in _index() if family is None or n.split("/")[0] == family]
+    if available:
+        names = [n for n in names if task_available(n)]
+    return names
+
+
+def _resolve(name: str) -> str:
+    index = _index()
+    if name in index:
+        return name
+    close = difflib.get_close_matches(name, list(index), n=5, cutoff=0.4)
+    if "/" not in name:  # "navigation" -> "vmas/navigation"
+        close = [n for n in index if n.split("/", 1)[1] == name] + close
+    hint = f"closest names: {list(dict.fromkeys(close))}" if close else f"known: {list(index)}"
+    raise ValueError(f"unknown task {name!r}; {hint}")
+
+
+def load_task_config(name: str) -> dict[str, Any]:
+    """The parsed YAML of a task (a fresh copy).
+
+    Raises:
+        ValueError: on an unknown task name (listing the closest names) or a
+            malformed file.
+    """
+    import yaml
+
+    path = _index()[_resolve(name)]
+    with open(path, encoding="utf-8") as f:
+        config = yaml.safe_load(f)
+    if not isinstance(config, dict) or config.get("family") not in _FAMILY_PACKAGES:
+        raise ValueError(
+            f"task file {path} must be a mapping with family in {sorted(_FAMILY_PACKAGES)}, "
+            f"got {config!r:.200}"
+        )
+    config.setdefault("env", {})
+    return config
+
+
+def task_available(name: str) -> bool:
+    """Whether the packages a task needs are installed (and hold the task)."""
+    config = load_task_config(name)
+    family = config["family"]
+    if importlib.util.find_spec(_FAMILY_PACKAGES[family]) is None:
+        return False
+    if family == "pettingzoo":
+        from marl.envs.libs.pettingzoo import _find_task
+
+        try:
+            _find_task(config["env"]["task"])
+        except (ImportError, ValueError):
+            return False
+    if family == "gymnasium":
+        import gymnasium
+
+        env_id = config["env"]["env_id"]
+        try:
+            spec = gymnasium.spec(env_id)
+            entry = spec.entry_point
+            if isinstance(entry, str):
+                importlib.import_module(entry.split(":")[0])
+        except Exception:  # missing optional simulator (box2d, mujoco) or unknown id
+            return False
+    return True
+
+
+def make_task(
+    name: str,
+    num_envs: int | None = None,
+    seed: int | None = None,
+    device: Any = None,
+    **overrides: Any,
+) -> EnvBase:
+    """Build a catalogued task, with ``RewardSum`` (and ``StepCounter`` where configured).
+
+    Args:
+        name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
+        num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
+            defaults to 1, Gymnasium to a single unbatched env); PettingZoo
+            tasks are unbatched by default and stacked in a ``SerialEnv`` when
+            ``num_envs`` is given.
+        seed: optional seed.
+        device: device of the tensors (``None``: the wrapper's default).
+        **overrides: replace entries of the task's ``env`` section (e.g.
+            ``max_steps=50``, ``n_agents=5``) or its ``group_map``.
+
+    Returns:
+        A ``TransformedEnv`` over the family's wrapper.
+
+    Raises:
+        ValueError: on an unknown task (listing the closest names) or an
+            unknown override (listing the accepted ones).
+        ImportError: when the family's package is missing.
+
+    Examples:
+        >>> env = make_task("vmas/navigation", num_envs=2, seed=0, max_steps=5)
+        >>> env.rollout(3)["agent", "episode_reward"].shape
+        torch.Size([2, 3, 3, 1])
+    """
+    name = _resolve(name)
+    config = load_task_config(name)
+    family = config["family"]
+    kwargs = dict(config["env"])
+    group_map = config.get("group_map")
+    if "group_map" in overrides:
+        group_map = overrides.pop("group_map")
+    known = set(kwargs) | _WRAPPER_ARGS[family]
+    if family != "vmas":  # VMAS checks its scenario arguments itself
+        unknown = sorted(set(overrides) - known)
+        if unknown and family == "gymnasium":
+            unknown = [k for k in unknown if not _gym_accepts(kwargs["env_id"], k)]
+        if unknown:
+            raise ValueError(
+                f"unknown override(s) {unknown} for task {name!r}; accepted: {sorted(known)}"
+            )
+    kwargs.update(overrides)
+    if device is not None:
+        kwargs["device"] = device
+    transforms = config.get("transforms") or {}
+    try:
+        env = _build(family, kwargs, group_map, num_envs, seed)
+    except TypeError as err:
+        if "unexpected keyword argument" in str(err):
+            raise ValueError(
+                f"unknown override for task {name!r}: {err}; accepted: {sorted(known)}"
+            ) from err
+        raise
+    extra: list[Transform] = []
+    if transforms.get("double_to_float"):
+        extra.append(DoubleToFloat())
+    if transforms.get("step_counter"):
+        extra.append(StepCounter(int(transforms["step_counter"])))
+    extra.append(RewardSum())
+    return TransformedEnv(env, extra)
+
+
+def _gym_accepts(env_id: str, key: str) -> bool:
+    import inspect
+
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    spec = gymnasium.spec(env_id)
+    if key in spec.kwargs or key in ("render_mode", "max_episode_steps", "disable_env_checker"):
+        return True
+    creator = spec.entry_point
+    if isinstance(creator, str):
+        creator = load_env_creator(creator)
+    params = inspect.signature(creator).parameters
+    return key in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
+def _build(
+    family: str, kwargs: dict[str, Any], group_map: Any, num_envs: int | None, seed: int | None
+) -> EnvBase:
+    if family == "vmas":
+        from marl.envs.libs.vmas import VmasEnv
+
+        scenario = kwargs.pop("scenario")
+        return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
+    if family == "pettingzoo":
+        from marl.envs.libs.pettingzoo import PettingZooEnv
+
+        if num_envs is None:
+            return PettingZooEnv(seed=seed, group_map=group_map, **kwargs)
+        from marl.envs.batched import SerialEnv
+
+        env = SerialEnv(num_envs, PettingZooEnv, dict(group_map=group_map, **kwargs))
+        if seed is not None:
+            env.set_seed(seed)
+        return env
+    from marl.envs.libs.gymnasium import GymnasiumEnv
+
+    return GymnasiumEnv(num_envs=num_envs, seed=seed, **kwargs)

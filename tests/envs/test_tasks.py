@@ -1,0 +1,146 @@
+"""The task catalogue: files, make_task, errors, packaging, lazy imports."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from marl.envs import check_env_specs, list_tasks, make_task
+from marl.envs.tasks import load_task_config, task_available
+
+REPO = Path(__file__).resolve().parents[2]
+
+EXPECTED = {
+    "vmas": [
+        "navigation", "balance", "sampling", "transport", "wheel",
+        "dispersion", "give_way", "flocking", "discovery", "simple_spread",
+    ],
+    "pettingzoo": [
+        "simple_spread", "simple_adversary", "simple_tag", "simple_reference",
+        "multiwalker", "waterworld", "tictactoe", "connect_four",
+    ],
+    "gymnasium": ["cartpole", "pendulum", "lunarlander", "halfcheetah"],
+}  # fmt: skip
+ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
+
+# Small sizes so that every task checks in well under a second.
+SMALL = {
+    "vmas": dict(num_envs=2, max_steps=4),
+    "pettingzoo/simple_spread": dict(max_cycles=4),
+    "pettingzoo/simple_adversary": dict(max_cycles=4),
+    "pettingzoo/simple_tag": dict(max_cycles=4),
+    "pettingzoo/simple_reference": dict(max_cycles=4),
+    "pettingzoo/multiwalker": dict(max_cycles=4),
+    "pettingzoo/waterworld": dict(max_cycles=4),
+    "gymnasium": dict(num_envs=2),
+}
+
+
+def test_catalogue_lists_exactly_the_issue_tasks():
+    assert list_tasks() == ALL
+    assert list_tasks("gymnasium") == sorted(f"gymnasium/{n}" for n in EXPECTED["gymnasium"])
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_task_files_are_complete(name):
+    config = load_task_config(name)
+    assert config["family"] == name.split("/")[0]
+    assert isinstance(config["description"], str) and "\n" not in config["description"].strip()
+    assert isinstance(config["env"], dict) and config["env"]
+    if config["family"] != "gymnasium":
+        assert config["group_map"] == "by_prefix"
+    if config["family"] == "vmas":
+        assert config["env"]["max_steps"] == 100
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_available_task_passes_check_env_specs(name):
+    if not task_available(name):
+        pytest.skip(f"{name}: its package (or the task in it) is not installed")
+    small = SMALL.get(name, SMALL.get(name.split("/")[0], {}))
+    env = make_task(name, seed=0, **small)
+    check_env_specs(env, steps=5)
+    keys = env.observation_spec.keys(include_nested=True, leaves_only=True)
+    assert any(k == "episode_reward" or k[-1] == "episode_reward" for k in keys)
+    env.close()
+
+
+def test_defaults_and_overrides():
+    env = make_task("vmas/navigation", num_envs=2, seed=0)
+    assert env.batch_size == (2,)
+    assert env.group_map.to_dict() == {"agent": ["agent_0", "agent_1", "agent_2"]}
+    assert env.vmas_env.max_steps == 100
+    env = make_task(
+        "vmas/navigation", num_envs=2, n_agents=2, max_steps=7, group_map="one_per_agent"
+    )
+    assert list(env.group_map) == ["agent_0", "agent_1"]
+    assert env.vmas_env.max_steps == 7
+    if importlib.util.find_spec("mpe2") is not None:
+        env = make_task("pettingzoo/simple_tag", num_envs=2, seed=0, max_cycles=3)
+        assert env.batch_size == (2,)
+        assert env.rollout(3)["adversary", "observation"].shape == (2, 3, 3, 16)
+
+
+def test_unknown_task_lists_closest_names():
+    with pytest.raises(ValueError, match="vmas/navigation"):
+        make_task("vmas/navigaton")
+    with pytest.raises(ValueError, match="vmas/navigation"):
+        make_task("navigation")
+
+
+def test_unknown_overrides_raise():
+    with pytest.raises(ValueError, match="bogus"):
+        make_task("vmas/navigation", bogus=1)
+    with pytest.raises(ValueError, match="bogus"):
+        make_task("gymnasium/cartpole", bogus=1)
+    if task_available("pettingzoo/simple_spread"):
+        with pytest.raises(ValueError, match="bogus"):
+            make_task("pettingzoo/simple_spread", bogus=1)
+
+
+def test_gymnasium_env_kwargs_override():
+    env = make_task("gymnasium/pendulum", g=9.0)
+    assert env.gymnasium_env.unwrapped.g == 9.0
+
+
+def test_importing_marl_is_light():
+    code = (
+        "import sys, marl, marl.envs\n"
+        "heavy = [m for m in ('vmas', 'pettingzoo', 'gymnasium', 'mpe2', 'yaml') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+@pytest.mark.slow
+def test_catalogue_ships_with_the_package(tmp_path):
+    """A real, non-editable ``pip install .``: make_task works from another directory."""
+    target = tmp_path / "site"
+    cmd = [
+        sys.executable, "-m", "pip", "install", str(REPO), "--no-deps", "-q",
+        "--target", str(target), f"--config-settings=build-dir={tmp_path / 'build'}",
+    ]  # fmt: skip
+    if all(importlib.util.find_spec(m) for m in ("scikit_build_core", "nanobind")):
+        cmd.append("--no-build-isolation")
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    assert (target / "marl" / "tasks" / "vmas" / "navigation.yaml").is_file()
+    code = (
+        "import sys\n"
+        # drop the editable-install finder so that the copy under `target` is imported
+        "sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in type(f).__module__]\n"
+        f"sys.path.insert(0, {str(target)!r})\n"
+        "import marl\n"
+        f"assert marl.__file__.startswith({str(target)!r}), marl.__file__\n"
+        "from marl.envs import list_tasks, make_task\n"
+        "from marl.envs.tasks import _catalogue_root\n"
+        f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
+        "assert len(list_tasks()) == 22\n"
+        "env = make_task('gymnasium/cartpole', seed=0)\n"
+        "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
