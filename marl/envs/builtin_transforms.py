@@ -155,7 +155,7 @@ class StepCounter(Transform):
     Examples:
         >>> from marl.envs import TransformedEnv
         >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = TransformedEnv(SingleAgentFakeEnv(num_envs=3, max_steps=1000), StepCounter(4))
+        >>> env = TransformedEnv(SingleAgentFakeEnv(3, max_steps=1000, p_terminate=0.0), StepCounter(4))
         >>> td = env.rollout(10)
         >>> td.shape, bool(td["next", "truncated"][:, -1].all())
         (torch.Size([3, 4]), True)
@@ -377,7 +377,7 @@ class InitTracker(Transform):
     Examples:
         >>> from marl.envs import TransformedEnv
         >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = TransformedEnv(SingleAgentFakeEnv(num_envs=2), InitTracker())
+        >>> env = TransformedEnv(SingleAgentFakeEnv(2, p_terminate=0.0), InitTracker())
         >>> env.rollout(3)["is_init"][:, :, 0].tolist()
         [[True, False, False], [True, False, False]]
     """

@@ -37,7 +37,7 @@ def test_each_transform_passes_check_env_specs(name, num_envs):
 
 def test_all_transforms_together_and_on_single_agent():
     env = TransformedEnv(
-        SingleAgentFakeEnv(num_envs=2, dtype=torch.float64),
+        SingleAgentFakeEnv(num_envs=2, dtype=torch.float64, p_terminate=0.0),
         [DoubleToFloat(), RewardSum(), StepCounter(4), InitTracker(), ObservationNorm(0.0, 1.0)],
     )
     check_env_specs(env, steps=10)
@@ -123,7 +123,7 @@ def test_append_and_insert_update_specs():
 
 def test_rename_actions_inverse():
     env = TransformedEnv(
-        SingleAgentFakeEnv(num_envs=2),
+        SingleAgentFakeEnv(num_envs=2, p_terminate=0.0),
         RenameTransform(["observation"], ["obs"], in_keys_inv=["action"], out_keys_inv=["act"]),
     )
     assert "act" in env.action_spec and "action" not in env.action_spec
