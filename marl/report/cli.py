@@ -1,0 +1,183 @@
+"""``marl-report``: aggregate runs' ``results.json`` into ``report.md`` and PNG figures."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from marl.report.results import (
+    RESULTS_FILENAME,
+    ResultsFormatError,
+    ResultsTable,
+    find_results_files,
+    load_results,
+)
+
+__all__ = ["MERGED_FILENAME", "load_folders", "main"]
+
+MERGED_FILENAME = "merged_results.json"
+"""All runs of a report, merged into one marl-eval file, saved next to ``report.md``.
+
+A folder with no ``results.json`` but a ``merged_results.json`` (a report
+folder) loads from that file, so ``--compare`` takes report folders too.
+"""
+
+
+def load_folders(folders: Sequence[str | Path]) -> tuple[ResultsTable, list[Path]]:
+    """Load every ``results.json`` under the folders (or their ``merged_results.json``).
+
+    Raises:
+        FileNotFoundError: if a folder does not exist or holds no results.
+        ResultsFormatError: on malformed files.
+    """
+    paths: list[Path] = []
+    for folder in folders:
+        found = find_results_files([folder])
+        if not found and Path(folder).is_dir():
+            found = find_results_files([folder], MERGED_FILENAME)
+        if not found:
+            raise FileNotFoundError(f"no {RESULTS_FILENAME} (or {MERGED_FILENAME}) under {folder}")
+        paths += [p for p in found if p not in paths]
+    return load_results(paths), paths
+
+
+def _load_bounds(path: str | None) -> dict[str, list[float]] | None:
+    if path is None:
+        return None
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, json.JSONDecodeError) as e:
+        raise ValueError(f"--bounds {path}: cannot read JSON: {e}") from None
+    if not isinstance(data, dict):
+        raise ValueError(
+            f"--bounds {path}: expected an object {{task: [min, max]}}, got {data!r:.60}"
+        )
+    for task, bound in data.items():
+        ok = isinstance(bound, list) and len(bound) == 2
+        if not ok or not all(
+            isinstance(v, (int, float)) and not isinstance(v, bool) for v in bound
+        ):
+            raise ValueError(f"--bounds {path}: {task!r} must map to [min, max], got {bound!r}")
+    return data
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="marl-report",
+        description="Aggregate runs' results.json files into report.md and PNG figures "
+        "(IQM, median, mean, optimality gap with stratified-bootstrap CIs, performance "
+        "profiles, probability of improvement, sample-efficiency curves).",
+    )
+    p.add_argument("folders", nargs="*", metavar="FOLDER", help="folders searched for results.json")
+    p.add_argument(
+        "--out",
+        help="report folder (default: FOLDER/report of the first FOLDER; ./compare with --compare)",
+    )
+    p.add_argument(
+        "--compare",
+        nargs=2,
+        metavar=("FOLDER_A", "FOLDER_B"),
+        help="compare two sets of runs or report folders: writes compare.md with B - A differences",
+    )
+    p.add_argument(
+        "--metric", default="return", help="per-episode metric to report (default: return)"
+    )
+    p.add_argument(
+        "--score",
+        choices=("final", "absolute"),
+        default="final",
+        help="run score: its last evaluation (default) or its absolute_metrics",
+    )
+    p.add_argument("--bounds", help='JSON file {"env/task": [min, max]} of normalization bounds')
+    p.add_argument("--reps", type=int, default=2000, help="bootstrap replicates (default: 2000)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: 0)")
+    p.add_argument("--confidence", type=float, default=0.95, help="CI level (default: 0.95)")
+    p.add_argument("--total-frames", type=int, help="runs that stopped below this are incomplete")
+    p.add_argument(
+        "--include-incomplete", action="store_true", help="keep incomplete runs in the statistics"
+    )
+    p.add_argument(
+        "--no-figures", action="store_true", help="write report.md only (no matplotlib needed)"
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    return p
+
+
+def _run(args: argparse.Namespace, command: str) -> str:
+    from marl.report.report import ReportConfig
+
+    config = ReportConfig(
+        metric=args.metric,
+        score=args.score,
+        bounds=_load_bounds(args.bounds),
+        reps=args.reps,
+        confidence=args.confidence,
+        seed=args.seed,
+        total_frames=args.total_frames,
+        include_incomplete=args.include_incomplete,
+        progress=not args.quiet and sys.stderr.isatty(),
+    )
+    if args.compare:
+        from marl.report.compare import compare_results, render_comparison
+
+        a, b = args.compare
+        out = Path(args.out or "compare")
+        table_a, _ = load_folders([a])
+        table_b, _ = load_folders([b])
+        cmp = compare_results(table_a, table_b, config, label_a=a, label_b=b)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "compare.md").write_text(render_comparison(cmp, command))
+        return f"wrote {out / 'compare.md'}: {len(cmp.per_task)} task rows, {len(cmp.aggregate)} algorithm rows"
+
+    from marl.report.markdown import render_markdown
+    from marl.report.report import build_report
+
+    if not args.no_figures:
+        from marl.report.plots import require_matplotlib
+
+        require_matplotlib()  # fail before the bootstrap work, not after it
+    first = Path(args.folders[0])
+    out = Path(args.out) if args.out else (first.parent if first.is_file() else first) / "report"
+    table, paths = load_folders(args.folders)
+    rep = build_report(table, config)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    if not args.no_figures:
+        from marl.report.plots import write_figures
+
+        figures = write_figures(rep, out)
+    (out / "report.md").write_text(render_markdown(rep, figures, command))
+    table.write(out / MERGED_FILENAME)
+    incomplete = sum(not s.complete for s in rep.statuses)
+    return (
+        f"wrote {out / 'report.md'} and {len(figures)} figures: {len(paths)} files, "
+        f"{len(rep.statuses)} runs ({incomplete} incomplete, {len(rep.missing)} missing), "
+        f"{len(rep.task_ids)} tasks, {len(rep.algorithms)} algorithms"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``marl-report``; returns the exit status (0 ok, 1 missing dependency, 2 bad input)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not args.compare and not args.folders:
+        parser.error("give at least one FOLDER, or --compare FOLDER_A FOLDER_B")
+    if args.compare and args.folders:
+        parser.error("--compare takes its two folders itself; give no other FOLDER")
+    command = shlex.join(["marl-report", *argv])
+    try:
+        summary = _run(args, command)
+    except ImportError as e:
+        print(f"marl-report: {e}", file=sys.stderr)
+        return 1
+    except (ResultsFormatError, ValueError, FileNotFoundError) as e:
+        print(f"marl-report: error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(summary)
+    return 0

@@ -1,0 +1,231 @@
+"""Render a :class:`~marl.report.report.Report` as ``report.md``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from marl.report.report import Report
+
+__all__ = ["render_markdown", "table"]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table.
+
+    Examples:
+        >>> print(table(["a", "b"], [[1, 2]]))
+        | a | b |
+        |---|---|
+        | 1 | 2 |
+    """
+
+    def cell(x: object) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _display(path: str) -> str:
+    # Relative to the working directory when under it, so a committed report
+    # does not carry the absolute paths of the machine that made it.
+    try:
+        return Path(path).relative_to(Path.cwd()).as_posix()
+    except ValueError:
+        return path
+
+
+def _pct(confidence: float) -> str:
+    return f"{100 * confidence:g}%"
+
+
+def _runs_section(rep: Report) -> list[str]:
+    out = ["## Runs", ""]
+    counted = {
+        (t, a, s) for t, algos in rep.raw.items() for a, seeds in algos.items() for s in seeds
+    }
+    rows = []
+    for st in rep.statuses:
+        r = st.run
+        used = (r.task_id, r.algorithm, r.seed) in counted
+        state = "complete" if st.complete else f"incomplete ({st.reason})"
+        elapsed = "" if st.elapsed_time is None else f"{st.elapsed_time:.0f}"
+        frames = "" if st.last_step_count is None else st.last_step_count
+        rows.append(
+            [
+                r.task_id,
+                r.algorithm,
+                r.seed,
+                st.evaluations,
+                frames,
+                elapsed,
+                state,
+                "yes" if used else "no",
+            ]
+        )
+    header = [
+        "task",
+        "algorithm",
+        "seed",
+        "evaluations",
+        "frames",
+        "time (s)",
+        "status",
+        "in statistics",
+    ]
+    out += [table(header, rows), ""]
+    n_complete = sum(st.complete for st in rep.statuses)
+    out.append(
+        f"{len(rep.statuses)} runs found, {n_complete} complete, {len(rep.missing)} missing."
+    )
+    if rep.missing:
+        out += [
+            "",
+            "Missing runs (in the algorithm x task x seed grid of their env, but not found):",
+            "",
+        ]
+        out += [f"- `{m}`" for m in rep.missing]
+    incomplete = [st for st in rep.statuses if not st.complete]
+    if incomplete:
+        kept = "kept in" if rep.config.include_incomplete else "left out of"
+        out += ["", f"Incomplete runs ({kept} the final-score statistics):", ""]
+        out += [f"- `{st.run}`: {st.reason}" for st in incomplete]
+    if rep.notes:
+        out += ["", "Notes:", ""] + [f"- {n}" for n in rep.notes]
+    return [*out, ""]
+
+
+def _per_task_section(rep: Report) -> list[str]:
+    c = rep.config
+    what = "last evaluation" if c.score == "final" else "absolute metric"
+    out = [
+        f"## Final {c.metric} per task",
+        "",
+        f"Mean over seeds of each run's mean episode `{c.metric}` at its {what}, with the "
+        f"{_pct(c.confidence)} Student-t interval over seeds and the number of seeds (raw, not normalized).",
+        "",
+    ]
+    rows = []
+    for task in rep.task_ids:
+        row: list[object] = [task]
+        for algo in rep.algorithms:
+            ci = rep.per_task.get(task, {}).get(algo)
+            row.append("-" if ci is None else f"{ci.format('.4g')} (n={len(rep.raw[task][algo])})")
+        rows.append(row)
+    return [*out, table(["task", *rep.algorithms], rows), ""]
+
+
+def _aggregate_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
+    c = rep.config
+    out = [
+        "## Aggregate scores",
+        "",
+        "Scores are min-max normalized per task. IQM (interquartile mean) and optimality gap "
+        "pool the runs of all tasks; median and mean are over tasks of each task's mean score. "
+        f"{_pct(c.confidence)} CIs from the stratified bootstrap "
+        f"({c.reps} replicates; seeds resampled within each task; seed {c.seed}). "
+        "Higher is better, except for the optimality gap.",
+        "",
+    ]
+    if not rep.aggregates:
+        return [*out, "No complete run to aggregate.", ""]
+    metrics = list(next(iter(rep.aggregates.values())))
+    rows = []
+    for algo, by_metric in rep.aggregates.items():
+        tasks = rep.normalized[algo]
+        runs = sum(len(v) for v in tasks.values())
+        rows.append([algo, len(tasks), runs, *(by_metric[m].format(".3f") for m in metrics)])
+    out += [table(["algorithm", "tasks", "runs", *metrics], rows), ""]
+    out += ["Normalization bounds:", ""]
+    rows = [
+        [t, f"{lo:.4g}", f"{hi:.4g}", rep.bound_sources.get(t, "")]
+        for t, (lo, hi) in rep.bounds.items()
+    ]
+    out += [table(["task", "min", "max", "source"], rows), ""]
+    if "aggregate" in figures:
+        out += [f"![Aggregate metrics]({figures['aggregate']})", ""]
+    if "profile" in figures:
+        out += [
+            "### Performance profiles",
+            "",
+            "Fraction of runs (over all tasks) whose normalized score is above tau, with "
+            "stratified-bootstrap bands. A curve above another is better everywhere.",
+            "",
+            f"![Performance profiles]({figures['profile']})",
+            "",
+        ]
+    return out
+
+
+def _improvement_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
+    if not rep.improvement:
+        return []
+    c = rep.config
+    out = [
+        "## Probability of improvement",
+        "",
+        "P(X > Y): the probability that a run of X scores above a run of Y on a task, averaged over "
+        f"the tasks both ran (ties count 1/2), with {_pct(c.confidence)} stratified-bootstrap CIs. "
+        "P(Y > X) = 1 - P(X > Y). A CI that excludes 0.5 shows a difference.",
+        "",
+    ]
+    rows = [[x, y, ci.format(".3f"), n] for (x, y), (ci, n) in rep.improvement.items()]
+    out += [table(["X", "Y", "P(X > Y)", "tasks"], rows), ""]
+    if "improvement" in figures:
+        out += [f"![Probability of improvement]({figures['improvement']})", ""]
+    return out
+
+
+def _curves_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
+    names = [(t, figures[f"curve:{t}"]) for t in rep.curves if f"curve:{t}" in figures]
+    if not names:
+        return []
+    out = [
+        "## Sample-efficiency curves",
+        "",
+        f"Mean evaluation `{rep.config.metric}` over seeds against frames, with "
+        f"{_pct(rep.config.confidence)} Student-t bands (all runs, incomplete ones included).",
+        "",
+    ]
+    for task, path in names:
+        out += [f"### {task}", "", f"![{task}]({path})", ""]
+    return out
+
+
+def render_markdown(
+    rep: Report, figures: Mapping[str, str | Path] | None = None, command: str | None = None
+) -> str:
+    """The report as markdown.
+
+    Args:
+        rep: the computed report.
+        figures: figure role -> path relative to ``report.md`` (roles
+            ``"aggregate"``, ``"profile"``, ``"improvement"`` and
+            ``"curve:<env/task>"``); figures not given are left out.
+        command: the command line that made the report, to quote.
+
+    Returns:
+        The markdown text.
+    """
+    figures = {k: Path(v).as_posix() for k, v in (figures or {}).items()}
+    from marl import __version__
+
+    c = rep.config
+    lines = ["# Benchmark report", ""]
+    if command:
+        lines += [f"Made by `{command}` (marl {__version__}).", ""]
+    lines += [
+        f"{len(rep.sources)} results files; {len(rep.task_ids)} tasks; {len(rep.algorithms)} algorithms "
+        f"({', '.join(rep.algorithms)}). Metric `{c.metric}`; run score: "
+        + ("the last evaluation." if c.score == "final" else "the absolute metric."),
+        "",
+    ]
+    lines += _runs_section(rep)
+    lines += _per_task_section(rep)
+    lines += _aggregate_section(rep, figures)
+    lines += _improvement_section(rep, figures)
+    lines += _curves_section(rep, figures)
+    lines += ["## Sources", ""] + [f"- `{_display(s)}`" for s in rep.sources] + [""]
+    return "\n".join(lines)

@@ -1,0 +1,179 @@
+"""PNG figures of a report, drawn with matplotlib's Agg backend (imported lazily)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marl.report.report import Report
+
+__all__ = [
+    "plot_aggregates",
+    "plot_curves",
+    "plot_improvement",
+    "plot_profiles",
+    "require_matplotlib",
+    "write_figures",
+]
+
+_DPI = 100
+
+
+def require_matplotlib() -> Any:
+    """Import ``matplotlib.pyplot`` on the Agg backend.
+
+    Raises:
+        ImportError: naming the extra to install when matplotlib is missing.
+    """
+    try:
+        import matplotlib
+    except ImportError as e:
+        raise ImportError(
+            'marl-report figures need matplotlib: pip install "marl[report]" (or pip install matplotlib)'
+        ) from e
+    if "matplotlib.pyplot" not in sys.modules:
+        # Agg renders to files with no display; choose it before pyplot picks a GUI
+        # backend. A session that already imported pyplot keeps its backend.
+        matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _colors(names: list[str]) -> dict[str, Any]:
+    require_matplotlib()
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    return {n: cmap(i % 10) for i, n in enumerate(names)}
+
+
+def _save(fig: Any, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    require_matplotlib().close(fig)
+    return path
+
+
+def safe_name(name: str) -> str:
+    """A file-name-safe version of ``name``.
+
+    Examples:
+        >>> safe_name("vmas/navigation")
+        'vmas_navigation'
+    """
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_") or "task"
+
+
+def plot_curves(rep: Report, task: str, path: Path) -> Path:
+    """Sample-efficiency curves of one task: mean over seeds with its CI band, per algorithm."""
+    plt = require_matplotlib()
+    colors = _colors(rep.algorithms)
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for algo, curve in rep.curves[task].items():
+        c = colors[algo]
+        n = int(curve.n.max())
+        ax.plot(curve.step_counts, curve.mean, color=c, marker=".", label=f"{algo} (n={n})")
+        ax.fill_between(curve.step_counts, curve.low, curve.high, color=c, alpha=0.2, linewidth=0)
+    ax.set_title(f"{task}: {rep.config.metric}")
+    ax.set_xlabel("frames")
+    ax.set_ylabel(f"evaluation {rep.config.metric}")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_aggregates(rep: Report, path: Path) -> Path:
+    """One panel per aggregate metric: each algorithm's CI as a bar, its point estimate as a tick."""
+    plt = require_matplotlib()
+    algos = list(rep.aggregates)
+    metrics = list(next(iter(rep.aggregates.values())))
+    colors = _colors(rep.algorithms)
+    fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 0.5 * len(algos) + 1.6))
+    for ax, metric in zip(np.atleast_1d(axes), metrics):
+        for i, algo in enumerate(algos):
+            ci = rep.aggregates[algo][metric]
+            ax.barh(i, ci.high - ci.low, left=ci.low, height=0.6, color=colors[algo], alpha=0.6)
+            ax.plot([ci.point, ci.point], [i - 0.3, i + 0.3], color="black", linewidth=1.5)
+        ax.margins(x=0.15)  # room for CIs that touch the data range's edges
+        ax.set_yticks(range(len(algos)), algos if metric == metrics[0] else [""] * len(algos))
+        ax.set_title(metric)
+        ax.set_xlabel("normalized score")
+        ax.grid(axis="x", alpha=0.3)
+    fig.suptitle(
+        f"Aggregate {rep.config.metric} ({100 * rep.config.confidence:g}% CI)", fontsize=10
+    )
+    return _save(fig, path)
+
+
+def plot_profiles(rep: Report, path: Path) -> Path:
+    """Performance profiles with their bootstrap bands."""
+    plt = require_matplotlib()
+    colors = _colors(rep.algorithms)
+    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    for algo, prof in rep.profiles.items():
+        ax.plot(prof.taus, prof.point, color=colors[algo], label=algo)
+        ax.fill_between(prof.taus, prof.low, prof.high, color=colors[algo], alpha=0.2, linewidth=0)
+    ax.set_title("Performance profiles")
+    ax.set_xlabel(r"normalized score $\tau$")
+    ax.set_ylabel(r"fraction of runs with score > $\tau$")
+    ax.set_ylim(-0.02, 1.02)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def plot_improvement(rep: Report, path: Path) -> Path:
+    """P(X > Y) per pair of algorithms: CI bar, point tick, and the 0.5 line of no difference."""
+    plt = require_matplotlib()
+    pairs = list(rep.improvement)
+    fig, ax = plt.subplots(figsize=(5.5, 0.45 * len(pairs) + 1.4))
+    for i, pair in enumerate(pairs):
+        ci, _ = rep.improvement[pair]
+        ax.barh(i, ci.high - ci.low, left=ci.low, height=0.6, color="tab:blue", alpha=0.5)
+        # A marker too: a CI of zero width (one algorithm always wins) has no visible bar.
+        ax.plot([ci.point], [i], marker="o", color="black", markersize=5)
+    ax.set_yticks(range(len(pairs)), [f"P({x} > {y})" for x, y in pairs])
+    ax.axvline(0.5, color="gray", linestyle="--", linewidth=1)
+    ax.set_xlim(-0.03, 1.03)
+    ax.invert_yaxis()
+    ax.set_title("Probability of improvement")
+    ax.set_xlabel("probability")
+    ax.grid(axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+def write_figures(rep: Report, out_dir: str | Path) -> dict[str, str]:
+    """Draw every figure of the report into ``out_dir``.
+
+    Args:
+        rep: the computed report.
+        out_dir: the report folder.
+
+    Returns:
+        figure role -> file name relative to ``out_dir`` (as
+        :func:`marl.report.markdown.render_markdown` takes them).
+
+    Raises:
+        ImportError: when matplotlib is missing.
+    """
+    require_matplotlib()
+    out_dir = Path(out_dir)
+    figures = {}
+    if rep.aggregates:
+        figures["aggregate"] = plot_aggregates(rep, out_dir / "aggregate.png").name
+    if rep.profiles:
+        figures["profile"] = plot_profiles(rep, out_dir / "performance_profile.png").name
+    if rep.improvement:
+        figures["improvement"] = plot_improvement(
+            rep, out_dir / "probability_of_improvement.png"
+        ).name
+    for task in rep.curves:
+        name = f"curves_{safe_name(task)}.png"
+        figures[f"curve:{task}"] = plot_curves(rep, task, out_dir / name).name
+    return figures

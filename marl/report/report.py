@@ -1,0 +1,349 @@
+"""Turn a :class:`~marl.report.results.ResultsTable` into the numbers of a report.
+
+:func:`build_report` checks which runs are complete, takes each run's final
+score, normalizes scores per task and computes every statistic of the report;
+:mod:`marl.report.markdown` and :mod:`marl.report.plots` only present them.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from marl.report import stats
+from marl.report.results import ResultsTable, RunKey
+
+__all__ = [
+    "Curve",
+    "Report",
+    "ReportConfig",
+    "RunStatus",
+    "build_report",
+    "final_scores",
+    "run_statuses",
+    "task_values",
+]
+
+
+@dataclass(frozen=True)
+class ReportConfig:
+    """What a report computes.
+
+    Attributes:
+        metric: the per-episode metric to report (``"return"``, or e.g.
+            ``"agents/return"``).
+        score: a run's score: ``"final"``, the mean over the episodes of its
+            last evaluation, or ``"absolute"``, the mean of its
+            ``absolute_metrics`` (marl-eval's absolute metric).
+        bounds: ``"env/task"`` (or ``"task"``) -> ``(min, max)`` normalization
+            bounds that replace the observed ones.
+        reps: bootstrap replicates.
+        confidence: CI level.
+        seed: seed of the bootstrap generator (reports are reproducible).
+        total_frames: when given, runs whose last evaluation is below it are
+            incomplete; otherwise a run is incomplete when it stopped before
+            the longest run of its task and algorithm.
+        include_incomplete: keep incomplete runs in the final-score statistics.
+        progress: show progress bars for long bootstrap loops.
+    """
+
+    metric: str = "return"
+    score: str = "final"
+    bounds: Mapping[str, Sequence[float]] | None = None
+    reps: int = 2000
+    confidence: float = 0.95
+    seed: int = 0
+    total_frames: int | None = None
+    include_incomplete: bool = False
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if self.score not in ("final", "absolute"):
+            raise ValueError(f"score must be 'final' or 'absolute', got {self.score!r}")
+        if self.reps < 1:
+            raise ValueError(f"reps must be >= 1, got {self.reps}")
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+
+
+@dataclass(frozen=True)
+class RunStatus:
+    """One run as found: how far it got and whether its final score counts."""
+
+    run: RunKey
+    evaluations: int
+    last_step_count: int | None
+    complete: bool
+    reason: str = ""
+    elapsed_time: float | None = None
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A sample-efficiency curve: per evaluation frame count, the mean over seeds with a CI."""
+
+    step_counts: np.ndarray
+    mean: np.ndarray
+    low: np.ndarray
+    high: np.ndarray
+    n: np.ndarray
+
+
+@dataclass
+class Report:
+    """Everything a report shows; see :func:`build_report`."""
+
+    config: ReportConfig
+    sources: list[str]
+    statuses: list[RunStatus]
+    missing: list[RunKey]
+    notes: list[str]
+    task_ids: list[str]
+    algorithms: list[str]
+    raw: dict[str, dict[str, dict[str, float]]]
+    """task -> algorithm -> seed -> final score (raw) of the runs that count."""
+    bounds: dict[str, tuple[float, float]]
+    bound_sources: dict[str, str]
+    normalized: dict[str, dict[str, np.ndarray]]
+    """algorithm -> task -> normalized scores of its runs."""
+    per_task: dict[str, dict[str, stats.Interval]] = field(default_factory=dict)
+    aggregates: dict[str, dict[str, stats.Interval]] = field(default_factory=dict)
+    profiles: dict[str, stats.Profile] = field(default_factory=dict)
+    improvement: dict[tuple[str, str], tuple[stats.Interval, int]] = field(default_factory=dict)
+    curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
+
+
+def run_statuses(
+    table: ResultsTable, total_frames: int | None = None
+) -> tuple[list[RunStatus], list[RunKey]]:
+    """Which runs are complete, and which runs of the grid are missing.
+
+    The grid of an env is every algorithm x task x seed seen in that env.
+
+    Returns:
+        (a status per run, the missing runs).
+    """
+    last: dict[RunKey, tuple[int, int | None, float | None]] = {}
+    for run in table.runs:
+        evals = table.run_evaluations(run)
+        last[run] = (
+            len(evals),
+            evals[-1].step_count if evals else None,
+            evals[-1].elapsed_time if evals else None,
+        )
+    longest: dict[tuple[str, str, str], int] = defaultdict(int)
+    for run, (_, count, _) in last.items():
+        if count is not None:
+            key = (run.env, run.task, run.algorithm)
+            longest[key] = max(longest[key], count)
+    statuses = []
+    for run, (n, count, elapsed) in last.items():
+        target = (
+            total_frames
+            if total_frames is not None
+            else longest[(run.env, run.task, run.algorithm)]
+        )
+        if count is None:
+            status = RunStatus(run, 0, None, False, "no evaluation yet")
+        elif count < target:
+            status = RunStatus(
+                run, n, count, False, f"stopped at {count} of {target} frames", elapsed
+            )
+        else:
+            status = RunStatus(run, n, count, True, "", elapsed)
+        statuses.append(status)
+    missing = []
+    for env in sorted({r.env for r in table.runs}):
+        runs = [r for r in table.runs if r.env == env]
+        grid = itertools.product(
+            sorted({r.task for r in runs}),
+            sorted({r.algorithm for r in runs}),
+            sorted({r.seed for r in runs}),
+        )
+        present = set(runs)
+        missing += [RunKey(env, t, a, s) for t, a, s in grid if RunKey(env, t, a, s) not in present]
+    return statuses, missing
+
+
+def task_values(table: ResultsTable, metric: str) -> dict[str, np.ndarray]:
+    """Every per-episode value of ``metric`` per task (all runs, steps and absolute metrics)."""
+    values: dict[str, list[np.ndarray]] = defaultdict(list)
+    for ev in table.evaluations:
+        if metric in ev.metrics:
+            values[ev.run.task_id].append(ev.metrics[metric])
+    for run, metrics in table.absolute.items():
+        if metric in metrics:
+            values[run.task_id].append(metrics[metric])
+    return {t: np.concatenate(v) for t, v in sorted(values.items())}
+
+
+def final_scores(
+    table: ResultsTable, config: ReportConfig, statuses: Sequence[RunStatus]
+) -> tuple[dict[str, dict[str, dict[str, float]]], list[str]]:
+    """Each counted run's score (mean over episodes), and notes on runs left out.
+
+    Returns:
+        (task -> algorithm -> seed -> score, notes).
+
+    Raises:
+        ValueError: if no run has ``config.metric``; the message lists the metrics found.
+    """
+    found_metrics = {m for ev in table.evaluations for m in ev.metrics}
+    if config.metric not in found_metrics:
+        raise ValueError(f"no run has the metric {config.metric!r}; found {sorted(found_metrics)}")
+    scores: dict[str, dict[str, dict[str, float]]] = defaultdict(lambda: defaultdict(dict))
+    notes = []
+    for status in statuses:
+        run = status.run
+        if not status.complete and not config.include_incomplete:
+            continue
+        if config.score == "absolute":
+            values = table.absolute.get(run, {}).get(config.metric)
+            if values is None:
+                notes.append(f"`{run}` has no `absolute_metrics/{config.metric}`: left out.")
+                continue
+        else:
+            evals = table.run_evaluations(run)
+            if not evals:
+                continue
+            values = evals[-1].metrics.get(config.metric)
+            if values is None:
+                notes.append(f"`{run}` has no `{config.metric}` at its last evaluation: left out.")
+                continue
+        scores[run.task_id][run.algorithm][run.seed] = float(np.mean(values))
+    return {t: dict(a) for t, a in sorted(scores.items())}, notes
+
+
+def _curves(table: ResultsTable, metric: str, confidence: float) -> dict[str, dict[str, Curve]]:
+    points: dict[str, dict[str, dict[int, list[float]]]] = defaultdict(
+        lambda: defaultdict(lambda: defaultdict(list))
+    )
+    # Seeds are aligned on the exact frame count of each evaluation: runs of
+    # one configuration evaluate at the same counts, and a point with fewer
+    # seeds simply gets a wider (or, with one seed, no) interval.
+    for ev in table.evaluations:
+        if metric in ev.metrics:
+            points[ev.run.task_id][ev.run.algorithm][ev.step_count].append(
+                float(ev.metrics[metric].mean())
+            )
+    out: dict[str, dict[str, Curve]] = {}
+    for task, algos in sorted(points.items()):
+        out[task] = {}
+        for algo, by_step in sorted(algos.items()):
+            steps = sorted(by_step)
+            cis = [stats.mean_confidence_interval(by_step[s], confidence) for s in steps]
+            out[task][algo] = Curve(
+                np.asarray(steps),
+                np.asarray([c.point for c in cis]),
+                np.asarray([c.low for c in cis]),
+                np.asarray([c.high for c in cis]),
+                np.asarray([len(by_step[s]) for s in steps]),
+            )
+    return out
+
+
+def _resolve_bounds(
+    config: ReportConfig, task_ids: Sequence[str]
+) -> tuple[dict[str, Sequence[float]], dict[str, str]]:
+    """Map user bounds given as ``"env/task"`` or plain ``"task"`` to task ids."""
+    given = dict(config.bounds or {})
+    out, source = {}, {}
+    for task_id in task_ids:
+        short = task_id.split("/", 1)[1]
+        for key in (task_id, short):
+            if key in given:
+                out[task_id] = given[key]
+                source[task_id] = "user"
+                break
+        else:
+            source[task_id] = "observed"
+    return out, source
+
+
+def build_report(table: ResultsTable, config: ReportConfig | None = None) -> Report:
+    """Compute every table and figure's numbers for the runs of ``table``.
+
+    Args:
+        table: the loaded runs.
+        config: what to compute; defaults to :class:`ReportConfig()`.
+
+    Returns:
+        The :class:`Report`.
+
+    Raises:
+        ValueError: when there is no run, or no run has the metric.
+
+    Examples:
+        >>> from marl.report.results import ResultsTable, RunResults, load_results
+        >>> import tempfile, pathlib
+        >>> d = pathlib.Path(tempfile.mkdtemp())
+        >>> paths = []
+        >>> for algo, offset in (("a", 0.0), ("b", 1.0)):
+        ...     for seed in range(2):
+        ...         run = RunResults("env", "task", algo, seed)
+        ...         run.add_evaluation(100, [offset + seed])
+        ...         paths.append(run.write(d / f"{algo}{seed}.json"))
+        >>> rep = build_report(load_results(paths), ReportConfig(reps=50))
+        >>> rep.aggregates["b"]["Mean"].point, rep.improvement[("a", "b")][0].point
+        (0.75, 0.125)
+    """
+    config = config or ReportConfig()
+    if not table.runs:
+        raise ValueError("no runs to report on")
+    statuses, missing = run_statuses(table, config.total_frames)
+    raw, notes = final_scores(table, config, statuses)
+    task_ids = table.task_ids
+    overrides, bound_sources = _resolve_bounds(config, task_ids)
+    values = task_values(table, config.metric)
+    bounds = stats.min_max_bounds({t: values[t] for t in task_ids if t in values}, overrides)
+    normalized: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
+    for task, algos in raw.items():
+        if bounds[task][0] == bounds[task][1]:
+            notes.append(
+                f"`{task}` has the same {config.metric} everywhere: its normalized scores are 0."
+            )
+        for algo, seeds in algos.items():
+            normalized[algo][task] = stats.normalize(list(seeds.values()), bounds[task])
+    algorithms = sorted(normalized)
+    normalized = {a: dict(sorted(normalized[a].items())) for a in algorithms}
+    report = Report(
+        config=config,
+        sources=sorted({str(p) for p in table.sources.values()}),
+        statuses=statuses,
+        missing=missing,
+        notes=notes,
+        task_ids=task_ids,
+        algorithms=table.algorithms,
+        raw=raw,
+        bounds=bounds,
+        bound_sources=bound_sources,
+        normalized=normalized,
+    )
+    report.per_task = {
+        task: {
+            a: stats.mean_confidence_interval(list(s.values()), config.confidence)
+            for a, s in algos.items()
+        }
+        for task, algos in raw.items()
+    }
+    report.curves = _curves(table, config.metric, config.confidence)
+    if not normalized:
+        report.notes.append("No complete run: the aggregate statistics are left out.")
+        return report
+    rng = np.random.default_rng(config.seed)
+    kw = {
+        "reps": config.reps,
+        "confidence": config.confidence,
+        "rng": rng,
+        "progress": config.progress,
+    }
+    report.aggregates = stats.aggregate_metrics(normalized, **kw)
+    every = np.concatenate([s for a in normalized.values() for s in a.values()])
+    taus = np.linspace(min(0.0, float(every.min())), max(1.0, float(every.max())), 101)
+    report.profiles = stats.performance_profile(normalized, taus, **kw)
+    report.improvement = stats.pairwise_probability_of_improvement(normalized, **kw)
+    return report

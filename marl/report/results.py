@@ -1,0 +1,199 @@
+"""The ``results.json`` format (marl-eval's) and its typed writer and reader.
+
+One run (one algorithm on one task with one seed) writes one file::
+
+    {
+      "<env>": {                       # e.g. "vmas"
+        "<task>": {                    # e.g. "navigation"
+          "<algorithm>": {             # e.g. "mappo"
+            "seed_<k>": {              # the run key; "seed_0", "seed_1", ...
+              "step_<i>": {            # i = 0, 1, 2, ... (the evaluation index)
+                "step_count": <int>,   # env frames collected when evaluated
+                "return": [<float>, ...],          # one per evaluation episode
+                "<group>/return": [<float>, ...],  # optional, per agent group
+                "elapsed_time": <float>            # optional, seconds since start
+              },
+              ...,
+              "absolute_metrics": {"return": [<float>, ...]}   # optional
+            }
+          }
+        }
+      }
+    }
+
+This is the layout of InstaDeep's marl-eval (and BenchMARL's JSON logger), so
+the files also feed those tools. ``"return"`` is the team return, the mean of
+the groups' returns, per episode. Other keys holding lists of numbers are kept
+as extra metrics (``--metric`` in ``marl-report`` picks one). ``absolute_metrics``
+holds marl-eval's absolute metric: the best policy re-evaluated over more
+episodes; it is optional. Non-finite numbers are rejected.
+
+Several files (one per run, or merged ones) load into one :class:`ResultsTable`
+keyed by ``(env, task, algorithm, seed, step)``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marl.report._format import (
+    ABSOLUTE_KEY,
+    ELAPSED_KEY,
+    RESULTS_FILENAME,
+    RETURN_KEY,
+    STEP_COUNT_KEY,
+    Evaluation,
+    ResultsFormatError,
+    RunKey,
+    _atomic_write_json,
+    _numbers,
+)
+from marl.report._reader import ResultsTable, find_results_files, load_results
+
+__all__ = [
+    "ABSOLUTE_KEY",
+    "RESULTS_FILENAME",
+    "RETURN_KEY",
+    "Evaluation",
+    "ResultsFormatError",
+    "ResultsTable",
+    "RunKey",
+    "RunResults",
+    "find_results_files",
+    "load_results",
+]
+
+
+class RunResults:
+    """Builds and writes the ``results.json`` of one run.
+
+    Args:
+        env: env name, e.g. ``"vmas"``.
+        task: task name, e.g. ``"navigation"``.
+        algorithm: algorithm name, e.g. ``"mappo"``.
+        seed: the run's seed; an int becomes the key ``"seed_<seed>"``.
+
+    Examples:
+        >>> run = RunResults("vmas", "navigation", "mappo", seed=0)
+        >>> run.add_evaluation(0, [-1.0, -0.5], group_returns={"agents": [-1.0, -0.5]})
+        >>> run.add_evaluation(6000, [2.0, 3.0])
+        >>> d = run.to_dict()["vmas"]["navigation"]["mappo"]["seed_0"]
+        >>> d["step_1"]
+        {'step_count': 6000, 'return': [2.0, 3.0]}
+        >>> sorted(d["step_0"])
+        ['agents/return', 'return', 'step_count']
+    """
+
+    def __init__(self, env: str, task: str, algorithm: str, seed: int | str) -> None:
+        for name, value in (("env", env), ("task", task), ("algorithm", algorithm)):
+            if not isinstance(value, str) or not value:
+                raise ValueError(f"{name} must be a non-empty string, got {value!r}")
+        if isinstance(seed, bool) or not isinstance(seed, (int, str)) or seed == "":
+            raise ValueError(f"seed must be an int or a non-empty run key, got {seed!r}")
+        self.key = RunKey(env, task, algorithm, f"seed_{seed}" if isinstance(seed, int) else seed)
+        self._steps: list[dict[str, Any]] = []
+        self._absolute: dict[str, list[float]] = {}
+
+    def add_evaluation(
+        self,
+        step_count: int,
+        returns: Sequence[float] | Any,
+        group_returns: Mapping[str, Sequence[float] | Any] | None = None,
+        elapsed_time: float | None = None,
+        **metrics: Sequence[float] | Any,
+    ) -> None:
+        """Append one evaluation (written as ``"step_<i>"`` with the next ``i``).
+
+        Args:
+            step_count: env frames collected so far; never decreasing.
+            returns: per-episode team returns (a list, numpy array or CPU tensor).
+            group_returns: group name -> per-episode returns of that group,
+                written as ``"<group>/return"``.
+            elapsed_time: seconds since the run started.
+            **metrics: extra per-episode metrics, e.g. ``win_rate=[1.0, 0.0]``.
+
+        Raises:
+            ResultsFormatError: on a decreasing step count, an empty list or a
+                non-finite value.
+        """
+        where = f"{self.key}/step_{len(self._steps)}"
+        if isinstance(step_count, bool) or not isinstance(step_count, (int, np.integer)):
+            raise ResultsFormatError(f"{where}: step_count must be an int, got {step_count!r}")
+        if step_count < 0 or (self._steps and step_count < self._steps[-1][STEP_COUNT_KEY]):
+            last = self._steps[-1][STEP_COUNT_KEY] if self._steps else 0
+            raise ResultsFormatError(
+                f"{where}: step_count {step_count} must be >= 0 and >= the previous one ({last})"
+            )
+        entry: dict[str, Any] = {STEP_COUNT_KEY: int(step_count)}
+        entry[RETURN_KEY] = _numbers(returns, f"{where}/{RETURN_KEY}")
+        for group, values in (group_returns or {}).items():
+            entry[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/{RETURN_KEY}")
+        for name, values in metrics.items():
+            entry[name] = _numbers(values, f"{where}/{name}")
+        if elapsed_time is not None:
+            entry[ELAPSED_KEY] = float(elapsed_time)
+        self._steps.append(entry)
+
+    def set_absolute_metrics(
+        self,
+        returns: Sequence[float] | Any,
+        group_returns: Mapping[str, Sequence[float] | Any] | None = None,
+    ) -> None:
+        """Set marl-eval's absolute metric: the best policy's returns over many episodes."""
+        where = f"{self.key}/{ABSOLUTE_KEY}"
+        self._absolute = {RETURN_KEY: _numbers(returns, f"{where}/{RETURN_KEY}")}
+        for group, values in (group_returns or {}).items():
+            self._absolute[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/return")
+
+    @property
+    def num_evaluations(self) -> int:
+        """How many evaluations were added."""
+        return len(self._steps)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The nested marl-eval dict of this run."""
+        run: dict[str, Any] = {f"step_{i}": dict(s) for i, s in enumerate(self._steps)}
+        if self._absolute:
+            run[ABSOLUTE_KEY] = dict(self._absolute)
+        k = self.key
+        return {k.env: {k.task: {k.algorithm: {k.seed: run}}}}
+
+    def write(self, path: str | os.PathLike[str]) -> Path:
+        """Write the file atomically (temp file + rename), so a killed run never leaves half a file.
+
+        Args:
+            path: the file, or a folder to write ``results.json`` into.
+
+        Returns:
+            The path written.
+        """
+        path = Path(path)
+        if path.is_dir():
+            path = path / RESULTS_FILENAME
+        _atomic_write_json(path, self.to_dict())
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> RunResults:
+        """Read back a one-run file, e.g. to continue it after a resume.
+
+        Raises:
+            ResultsFormatError: if the file is malformed or holds more than one run.
+        """
+        table = load_results([path])
+        if len(table.runs) != 1:
+            raise ResultsFormatError(f"{path}: expected one run, found {len(table.runs)}")
+        key = table.runs[0]
+        run = cls(key.env, key.task, key.algorithm, key.seed)
+        for ev in table.evaluations:
+            metrics = {k: v.tolist() for k, v in ev.metrics.items()}
+            run._steps.append({STEP_COUNT_KEY: ev.step_count, **metrics})
+            if ev.elapsed_time is not None:
+                run._steps[-1][ELAPSED_KEY] = ev.elapsed_time
+        run._absolute = {k: v.tolist() for k, v in table.absolute.get(key, {}).items()}
+        return run
