@@ -1,0 +1,107 @@
+"""Algorithms built from the pieces below: one learner per agent group, and a ``Trainer``.
+
+- :class:`Algorithm` holds one :class:`GroupLearner` per group (a single-agent env
+  is one group, ``"root"``); groups may use different algorithms.
+- Each algorithm module registers an :class:`AlgorithmSpec`: a config dataclass, the
+  action spaces it serves, ``on_policy``, and a builder ``(GroupInfo, config) -> GroupLearner``.
+- :class:`Trainer` drives any algorithm: collect, process, update, sync, log, evaluate.
+
+Examples:
+    >>> from marl.algorithms import get_algorithm, list_algorithms
+    >>> list_algorithms()
+    ['a2c', 'ddpg', 'dqn', 'ppo', 'sac', 'td3']
+    >>> get_algorithm("ppo").on_policy
+    True
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from marl.algorithms import a2c, ddpg, dqn, ppo, sac, td3
+from marl.algorithms.a2c import A2CConfig
+from marl.algorithms.base import (
+    ROOT,
+    Algorithm,
+    AlgorithmSpec,
+    GroupInfo,
+    GroupLearner,
+    group_infos,
+)
+from marl.algorithms.ddpg import DDPGConfig
+from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.ppo import PPOConfig
+from marl.algorithms.sac import SACConfig
+from marl.algorithms.td3 import TD3Config
+from marl.algorithms.trainer import Trainer, TrainerCallback, evaluate
+
+__all__ = [
+    "ROOT",
+    "A2CConfig",
+    "Algorithm",
+    "AlgorithmSpec",
+    "DDPGConfig",
+    "DQNConfig",
+    "GroupInfo",
+    "GroupLearner",
+    "PPOConfig",
+    "SACConfig",
+    "TD3Config",
+    "Trainer",
+    "TrainerCallback",
+    "evaluate",
+    "get_algorithm",
+    "group_infos",
+    "list_algorithms",
+    "register_algorithm",
+]
+
+_REGISTRY: dict[str, AlgorithmSpec] = {}
+
+
+def register_algorithm(spec: AlgorithmSpec, *, overwrite: bool = False) -> AlgorithmSpec:
+    """Add an algorithm to the registry.
+
+    Args:
+        spec: the algorithm.
+        overwrite: replace an algorithm of the same name instead of raising.
+
+    Returns:
+        ``spec``.
+
+    Raises:
+        ValueError: when the name is taken and ``overwrite`` is False.
+    """
+    if spec.name in _REGISTRY and not overwrite:
+        raise ValueError(f"an algorithm named {spec.name!r} is already registered")
+    _REGISTRY[spec.name] = spec
+    return spec
+
+
+def get_algorithm(name: str) -> AlgorithmSpec:
+    """The registered algorithm ``name``.
+
+    Raises:
+        ValueError: for an unknown name; the message lists the available ones.
+
+    Examples:
+        >>> sorted(get_algorithm("dqn").action_spaces)
+        ['discrete']
+    """
+    if not isinstance(name, str) or name not in _REGISTRY:
+        close = difflib.get_close_matches(str(name), list(_REGISTRY), n=3)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ValueError(
+            f"unknown algorithm {name!r}{hint}; available: {', '.join(list_algorithms())}"
+        )
+    return _REGISTRY[name]
+
+
+def list_algorithms() -> list[str]:
+    """The registered algorithm names, sorted."""
+    return sorted(_REGISTRY)
+
+
+for _module in (a2c, ddpg, dqn, ppo, sac, td3):
+    register_algorithm(_module.SPEC)
+del _module

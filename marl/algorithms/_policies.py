@@ -1,0 +1,325 @@
+"""Network builders shared by the algorithms: actors, critics and Q-networks for a group.
+
+Every builder reads a :class:`~marl.algorithms.base.GroupInfo` and returns
+``tensordict.nn`` modules that read and write the group's keys. A group's
+networks are ``MultiAgentMLP`` (vectorized over agents, parameters shared or
+not); the root of a single-agent env gets plain ``MLP`` networks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    NormalParamExtractor,
+    ProbabilisticTensorDictModule,
+    ProbabilisticTensorDictSequential,
+    TensorDictModule,
+    TensorDictModuleBase,
+)
+from tensordict.utils import NestedKey
+from torch import distributions as D
+from torch import nn
+
+from marl.algorithms._groups import GroupInfo
+from marl.modules import MLP, MaskedCategorical, MultiAgentMLP, OneHotCategorical, TanhNormal
+from marl.specs import Bounded, Categorical, Composite, OneHot
+
+__all__ = [
+    "ACTIVATIONS",
+    "GreedyAction",
+    "IndependentNormal",
+    "action_bounds",
+    "deterministic_actor",
+    "make_mlp",
+    "observation_inputs",
+    "q_value_network",
+    "state_action_value_critic",
+    "state_value_critic",
+    "stochastic_actor",
+]
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "silu": nn.SiLU,
+    "leaky_relu": nn.LeakyReLU,
+}
+
+
+def _activation(name: str) -> type[nn.Module]:
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+class IndependentNormal(D.Independent):
+    """A diagonal Normal over the last dim (for unbounded continuous actions)."""
+
+    def __init__(self, loc: torch.Tensor, scale: torch.Tensor) -> None:
+        super().__init__(D.Normal(loc, scale, validate_args=False), 1, validate_args=False)
+
+    @property
+    def deterministic_sample(self) -> torch.Tensor:
+        return self.base_dist.loc
+
+
+class _CatNet(nn.Module):
+    """Concatenate inputs over their feature dims, run ``net``, then ``post``.
+
+    ``feature_ndims[i]`` trailing dims of input ``i`` are its features; they are
+    flattened, so the same module works on ``[*B, T, ...]`` and flattened batches.
+    """
+
+    def __init__(self, net: nn.Module, feature_ndims: Sequence[int], post: nn.Module | None = None):
+        super().__init__()
+        self.net = net
+        self.feature_ndims = tuple(feature_ndims)
+        self.post = post
+
+    def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        parts = []
+        for x, nd in zip(xs, self.feature_ndims):
+            if nd != 1:
+                x = x.reshape(*x.shape[: x.ndim - nd], -1)
+            parts.append(x.to(torch.get_default_dtype()) if not x.is_floating_point() else x)
+        out = self.net(parts[0] if len(parts) == 1 else torch.cat(parts, -1))
+        return out if self.post is None else self.post(out)
+
+
+class _Scale(nn.Module):
+    """Map ``[-1, 1]`` to ``[low, high]``."""
+
+    def __init__(self, low: torch.Tensor, high: torch.Tensor) -> None:
+        super().__init__()
+        self.register_buffer("center", (high + low) / 2)
+        self.register_buffer("half_range", (high - low) / 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.tanh(x) * self.half_range + self.center
+
+
+def observation_inputs(info: GroupInfo) -> tuple[list[NestedKey], list[int], int]:
+    """The group's observation leaves, their feature ndims and total feature size.
+
+    A ``Composite`` observation (named observations) is read leaf by leaf and
+    concatenated by the networks.
+    """
+    spec = info.observation_spec
+    lead = info.feature_dims
+    if isinstance(spec, Composite):
+        keys, ndims, size = [], [], 0
+        for leaf in spec.keys(include_nested=True, leaves_only=True):
+            leaf = leaf if isinstance(leaf, tuple) else (leaf,)
+            shape = spec[leaf].shape[lead:]
+            keys.append(info.key("observation", *leaf))
+            ndims.append(len(shape))
+            size += math.prod(shape)
+        return keys, ndims, size
+    shape = spec.shape[lead:]
+    return [info.key("observation")], [len(shape)], math.prod(shape)
+
+
+def make_mlp(
+    info: GroupInfo,
+    in_features: int,
+    out_features: int,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    centralized: bool = False,
+    share_params: bool = True,
+) -> nn.Module:
+    """An ``MLP`` for the root, a ``MultiAgentMLP`` for a group."""
+    act = _activation(activation)
+    if info.name is None:
+        return MLP(
+            in_features, out_features, num_cells=list(cells), activation=act, device=info.device
+        )
+    return MultiAgentMLP(
+        in_features,
+        out_features,
+        info.n_agents,
+        centralized=centralized,
+        share_params=share_params,
+        num_cells=list(cells),
+        activation=act,
+        device=info.device,
+    )
+
+
+def action_bounds(info: GroupInfo) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(low, high)`` of a bounded continuous action, without the env batch dims."""
+    spec = info.action_spec
+    if not isinstance(spec, Bounded):
+        raise TypeError(f"group {info.label!r} has no action bounds ({type(spec).__name__})")
+    index = (0,) * info.batch_dims
+    low = torch.as_tensor(spec.low, dtype=torch.float32)
+    high = torch.as_tensor(spec.high, dtype=torch.float32)
+    if low.ndim >= info.batch_dims + 1:
+        low, high = low[index], high[index]
+    return low.to(info.device), high.to(info.device)
+
+
+def _action_dim(info: GroupInfo) -> int:
+    return math.prod(info.action_shape) if info.action_shape else 1
+
+
+def stochastic_actor(
+    info: GroupInfo,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    share_params: bool = True,
+    log_prob_key: str = "action_log_prob",
+) -> ProbabilisticTensorDictSequential:
+    """A sampling policy writing the group's ``action`` and its log-probability.
+
+    - Bounded continuous actions: ``TanhNormal`` rescaled to the bounds.
+    - Unbounded continuous actions: a diagonal Normal.
+    - Index actions: ``MaskedCategorical`` (with the group's ``action_mask`` if any).
+    - One-hot actions: ``OneHotCategorical``.
+
+    Args:
+        info: the group.
+        cells: hidden widths.
+        activation: activation name (see ``ACTIVATIONS``).
+        share_params: share the parameters over the group's agents.
+        log_prob_key: the leaf name of the log-probability.
+
+    Returns:
+        A module with ``get_dist(td)``, as the losses expect.
+    """
+    in_keys, ndims, in_size = observation_inputs(info)
+    key = info.key
+    spec = info.action_spec
+    dist_kwargs: dict = {}
+    if info.action_space == "continuous":
+        dim = _action_dim(info)
+        net = make_mlp(info, in_size, 2 * dim, cells, activation, share_params=share_params)
+        body = TensorDictModule(
+            _CatNet(net, ndims, NormalParamExtractor()), in_keys, [key("loc"), key("scale")]
+        )
+        dist_in = {"loc": key("loc"), "scale": key("scale")}
+        if isinstance(spec, Bounded):
+            low, high = action_bounds(info)
+            dist_cls, dist_kwargs = TanhNormal, {"low": low, "high": high}
+        else:
+            dist_cls = IndependentNormal
+    elif isinstance(spec, (Categorical, OneHot)):
+        net = make_mlp(info, in_size, info.n_actions, cells, activation, share_params=share_params)
+        body = TensorDictModule(_CatNet(net, ndims), in_keys, [key("logits")])
+        dist_in = {"logits": key("logits")}
+        if info.has_action_mask:
+            dist_in["mask"] = key("action_mask")
+        dist_cls = OneHotCategorical if isinstance(spec, OneHot) else MaskedCategorical
+    else:
+        raise TypeError(
+            f"group {info.label!r}: no policy distribution for {type(spec).__name__} actions"
+        )
+    head = ProbabilisticTensorDictModule(
+        dist_in,
+        [key("action")],
+        distribution_class=dist_cls,
+        distribution_kwargs=dist_kwargs,
+        return_log_prob=True,
+        log_prob_key=key(log_prob_key),
+        default_interaction_type=InteractionType.RANDOM,
+    )
+    return ProbabilisticTensorDictSequential(body, head)
+
+
+def deterministic_actor(
+    info: GroupInfo, cells: Sequence[int], activation: str, *, share_params: bool = True
+) -> TensorDictModule:
+    """``a = low + (tanh(net(obs)) + 1) * (high - low) / 2`` for DDPG/TD3."""
+    in_keys, ndims, in_size = observation_inputs(info)
+    low, high = action_bounds(info)
+    net = make_mlp(info, in_size, _action_dim(info), cells, activation, share_params=share_params)
+    return TensorDictModule(_CatNet(net, ndims, _Scale(low, high)), in_keys, [info.key("action")])
+
+
+def state_value_critic(
+    info: GroupInfo,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    centralized: bool = False,
+    share_params: bool = True,
+) -> TensorDictModule:
+    """``V(s)`` written to the group's ``state_value`` (``[*B, (n_agents,) 1]``)."""
+    in_keys, ndims, in_size = observation_inputs(info)
+    net = make_mlp(
+        info, in_size, 1, cells, activation, centralized=centralized, share_params=share_params
+    )
+    return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("state_value")])
+
+
+def state_action_value_critic(
+    info: GroupInfo,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    centralized: bool = False,
+    share_params: bool = True,
+) -> TensorDictModule:
+    """``Q(s, a)`` from observation and continuous action, written to ``state_action_value``."""
+    in_keys, ndims, in_size = observation_inputs(info)
+    act_nd = len(info.action_shape)
+    net = make_mlp(
+        info,
+        in_size + _action_dim(info),
+        1,
+        cells,
+        activation,
+        centralized=centralized,
+        share_params=share_params,
+    )
+    return TensorDictModule(
+        _CatNet(net, [*ndims, act_nd]),
+        [*in_keys, info.key("action")],
+        [info.key("state_action_value")],
+    )
+
+
+def q_value_network(
+    info: GroupInfo, cells: Sequence[int], activation: str, *, share_params: bool = True
+) -> TensorDictModule:
+    """``Q(s, .)`` over every discrete action, written to ``action_value``."""
+    in_keys, ndims, in_size = observation_inputs(info)
+    net = make_mlp(info, in_size, info.n_actions, cells, activation, share_params=share_params)
+    return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("action_value")])
+
+
+class GreedyAction(TensorDictModuleBase):
+    """Write ``argmax_a Q(s, a)`` over legal actions as the group's action.
+
+    Args:
+        info: the group (index or one-hot actions; mask read when the env has one).
+    """
+
+    def __init__(self, info: GroupInfo) -> None:
+        super().__init__()
+        self.value_key = info.key("action_value")
+        self.mask_key = info.key("action_mask") if info.has_action_mask else None
+        self.action_key = info.key("action")
+        self.one_hot = isinstance(info.action_spec, OneHot)
+        self.in_keys = [self.value_key] + ([self.mask_key] if self.mask_key else [])
+        self.out_keys = [self.action_key]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        values = tensordict.get(self.value_key)
+        if self.mask_key is not None:
+            values = values.masked_fill(~tensordict.get(self.mask_key), float("-inf"))
+        index = values.argmax(-1)
+        if self.one_hot:
+            action = nn.functional.one_hot(index, values.shape[-1]).to(values.dtype)
+        else:
+            action = index
+        tensordict.set(self.action_key, action)
+        return tensordict

@@ -1,0 +1,342 @@
+"""The algorithm interface: ``GroupLearner``, ``AlgorithmSpec`` and ``Algorithm``.
+
+An :class:`Algorithm` holds one :class:`GroupLearner` per agent group (a
+single-agent env counts as one group, ``"root"``, whose keys have no group
+prefix). Each algorithm module contributes an :class:`AlgorithmSpec`: a config
+dataclass, the action spaces it serves, whether it is on-policy, and a builder
+``(GroupInfo, config) -> GroupLearner``. Different groups may use different
+algorithms, because learners never look at each other's keys. ``GroupInfo`` (what
+a builder knows about its group) lives in ``marl.algorithms._groups``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import (
+    InteractionType,
+    TensorDictModuleBase,
+    TensorDictSequential,
+    set_interaction_type,
+)
+from torch import nn
+
+from marl.algorithms._groups import ROOT, GroupInfo, group_infos
+from marl.data import ReplayBuffer
+from marl.envs.common import EnvBase
+
+__all__ = [
+    "ROOT",
+    "Algorithm",
+    "AlgorithmSpec",
+    "GroupInfo",
+    "GroupLearner",
+    "group_infos",
+]
+
+
+class GroupLearner(nn.Module):
+    """Everything that trains one group: policy, loss, optimizer, buffer and update loop.
+
+    Builders (one per algorithm) make these; the update loop itself is a strategy
+    object (see ``marl.algorithms._learners``) shared by every algorithm of a kind.
+
+    Args:
+        info: the group.
+        policy: the collection policy, writing the group's action (exploration included;
+            exploration modules are no-ops under ``InteractionType.DETERMINISTIC``).
+        loss: the group's loss module (it owns the trained networks and their targets).
+        optimizer: one optimizer over every trained parameter (one param group per role).
+        buffer: where processed batches go before updates.
+        updater: the update strategy: ``process(learner, batch)`` and
+            ``update(learner, batch) -> logs``.
+        exploration: modules annealed with the collected frames (``step(frames)``).
+        target_updater: ``SoftUpdate``/``HardUpdate`` stepped after optimizer steps.
+        config: the algorithm config the learner was built from.
+        algorithm: the name of the algorithm that built the learner.
+    """
+
+    def __init__(
+        self,
+        info: GroupInfo,
+        *,
+        policy: TensorDictModuleBase,
+        loss: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        buffer: ReplayBuffer,
+        updater: Any,
+        exploration: list[nn.Module] | None = None,
+        target_updater: Any = None,
+        config: Any = None,
+        algorithm: str = "",
+    ) -> None:
+        super().__init__()
+        self.info = info
+        self.policy = policy
+        self.loss = loss
+        self.exploration = nn.ModuleList(exploration or [])
+        self.optimizer = optimizer
+        self.buffer = buffer
+        self.updater = updater
+        self.target_updater = target_updater
+        self.config = config
+        self.algorithm = algorithm
+
+    def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
+        """Prepare a collected ``[*B, T]`` batch (e.g. advantages for on-policy losses)."""
+        return self.updater.process(self, batch)
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """Store the processed batch and run the optimizer steps; returns mean loss terms."""
+        logs = self.updater.update(self, batch)
+        frames = batch.numel()
+        for module in self.exploration:
+            module.step(frames)
+        return logs
+
+    def extra_state(self) -> dict[str, Any]:
+        """Counters that are not tensors of the module (optimizer, target updates)."""
+        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
+        if hasattr(self.target_updater, "counter"):
+            state["target_counter"] = self.target_updater.counter
+        if hasattr(self.loss, "_calls"):  # TD3's delayed-actor counter
+            state["loss_calls"] = self.loss._calls
+        if hasattr(self.updater, "_debt"):  # fractional off-policy updates carried over
+            state["update_debt"] = self.updater._debt
+        return state
+
+    def load_extra_state(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`extra_state`."""
+        self.optimizer.load_state_dict(state["optimizer"])
+        if "target_counter" in state:
+            self.target_updater.counter = state["target_counter"]
+        if "loss_calls" in state:
+            self.loss._calls = state["loss_calls"]
+        if "update_debt" in state:
+            self.updater._debt = state["update_debt"]
+
+
+@dataclass(frozen=True)
+class AlgorithmSpec:
+    """A registered algorithm.
+
+    Attributes:
+        name: registry name (``"ppo"``).
+        config_cls: its config dataclass.
+        builder: ``(GroupInfo, config) -> GroupLearner``.
+        on_policy: whether it learns from the latest batch only.
+        action_spaces: the action spaces it serves (``{"continuous", "discrete"}``).
+        description: one line.
+    """
+
+    name: str
+    config_cls: type
+    builder: Callable[[GroupInfo, Any], GroupLearner]
+    on_policy: bool
+    action_spaces: frozenset[str]
+    description: str = ""
+
+    def make_config(self, config: Any = None) -> Any:
+        """A config instance from ``None`` (defaults), an instance, or a dict of overrides."""
+        if config is None:
+            return self.config_cls()
+        if isinstance(config, self.config_cls):
+            return config
+        if isinstance(config, Mapping):
+            names = {f.name for f in dataclasses.fields(self.config_cls)}
+            unknown = sorted(set(config) - names)
+            if unknown:
+                raise ValueError(
+                    f"unknown {self.name} config field(s) {unknown}; valid: {sorted(names)}"
+                )
+            return self.config_cls(**config)
+        raise TypeError(
+            f"{self.name} config must be a {self.config_cls.__name__}, a dict or None, "
+            f"got {type(config).__name__}"
+        )
+
+
+class _Deterministic(nn.Module):
+    """Runs a policy under ``InteractionType.DETERMINISTIC`` (mode, no exploration)."""
+
+    def __init__(self, policy: nn.Module) -> None:
+        super().__init__()
+        self.policy = policy
+
+    def forward(self, td: TensorDictBase) -> TensorDictBase:
+        with set_interaction_type(InteractionType.DETERMINISTIC):
+            return self.policy(td)
+
+
+class Algorithm(nn.Module):
+    """One learner per group, built from registered algorithms.
+
+    Args:
+        algorithm: a registered name (every group uses it), an :class:`AlgorithmSpec`,
+            or ``{group: name}`` to train groups with different algorithms.
+        config: the algorithm's config dataclass or a dict of overrides (applied to every
+            group); with a per-group ``algorithm``, a ``{group: config}`` mapping.
+
+    Examples:
+        >>> from marl.algorithms import Algorithm
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> algo = Algorithm("ppo").build(MultiAgentFakeEnv(num_envs=2))
+        >>> sorted(algo.learners)
+        ['picker', 'walker']
+    """
+
+    def __init__(
+        self,
+        algorithm: str | AlgorithmSpec | Mapping[str, str | AlgorithmSpec],
+        config: Any = None,
+    ) -> None:
+        super().__init__()
+        self._algorithm = algorithm
+        self._config = config
+        self.learners = nn.ModuleDict()
+        self._policy: TensorDictSequential | None = None
+        self.device = torch.device("cpu")
+
+    @property
+    def built(self) -> bool:
+        """Whether :meth:`build` has run."""
+        return self._policy is not None
+
+    def _spec_and_config(self, label: str) -> tuple[AlgorithmSpec, Any]:
+        from marl.algorithms import get_algorithm
+
+        algo, config = self._algorithm, self._config
+        if isinstance(algo, Mapping):
+            if label not in algo:
+                raise KeyError(
+                    f"no algorithm given for group {label!r}; groups given: {sorted(algo)}"
+                )
+            if config is not None and not isinstance(config, Mapping):
+                raise TypeError(
+                    "with one algorithm per group, config must be {group: config}, got "
+                    f"{type(config).__name__}"
+                )
+            algo = algo[label]
+            config = None if config is None else config.get(label)
+        spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
+        return spec, spec.make_config(config)
+
+    def build(
+        self, env: EnvBase, seed: int | None = None, device: torch.device | str | None = None
+    ) -> Algorithm:
+        """Build every group's learner for ``env``.
+
+        Args:
+            env: the training env (only its specs are read).
+            seed: seeds torch's global generator before the networks are drawn.
+            device: where the networks train (default: the env's device); collected
+                batches are moved there by :meth:`process_batch`.
+
+        Returns:
+            ``self``.
+
+        Raises:
+            ValueError: when an algorithm cannot serve a group's action space (the
+                message names both), or when a per-group mapping names unknown groups.
+        """
+        if seed is not None:
+            torch.manual_seed(seed)
+        self.device = torch.device(device) if device is not None else env.device
+        infos = group_infos(env, device=self.device)
+        if isinstance(self._algorithm, Mapping):
+            unknown = sorted(set(self._algorithm) - set(infos))
+            if unknown:
+                raise ValueError(
+                    f"algorithm given for unknown group(s) {unknown}; env groups: {sorted(infos)}"
+                )
+        learners = {}
+        for label, info in infos.items():
+            spec, config = self._spec_and_config(label)
+            if info.action_space not in spec.action_spaces:
+                raise ValueError(
+                    f"algorithm {spec.name!r} supports {sorted(spec.action_spaces)} actions, "
+                    f"but group {label!r} has {info.action_space} actions "
+                    f"({type(info.action_spec).__name__})"
+                )
+            learners[label] = spec.builder(info, config)
+        self.learners = nn.ModuleDict(learners)
+        self._policy = TensorDictSequential(*[lr.policy for lr in learners.values()])
+        return self
+
+    def _check_built(self) -> None:
+        if not self.built:
+            raise RuntimeError("call Algorithm.build(env) first")
+
+    @property
+    def on_policy(self) -> bool:
+        """True when every learner is on-policy."""
+        self._check_built()
+        return all(lr.updater.on_policy for lr in self.learners.values())
+
+    @property
+    def policy(self) -> TensorDictSequential:
+        """The collection policy: every group's policy, exploration included."""
+        self._check_built()
+        return self._policy
+
+    def eval_policy(self) -> nn.Module:
+        """The evaluation policy: the same modules, deterministic (mode, no exploration)."""
+        return _Deterministic(self.policy)
+
+    def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
+        """Let every learner prepare a collected ``[*B, T]`` batch (in place)."""
+        self._check_built()
+        if batch.device != self.device:
+            batch = batch.to(self.device)
+        for learner in self.learners.values():
+            batch = learner.process_batch(batch)
+        return batch
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """Run every learner's updates on a processed batch.
+
+        Returns:
+            Mean loss terms and diagnostics, keyed ``"<group>/<name>"`` for groups and
+            ``"<name>"`` for a single-agent env.
+        """
+        self._check_built()
+        logs: dict[str, float] = {}
+        for label, learner in self.learners.items():
+            prefix = "" if learner.info.name is None else f"{label}/"
+            for key, value in learner.update(batch).items():
+                logs[prefix + key] = value
+        return logs
+
+    def state_dict_full(self) -> dict[str, Any]:
+        """Networks, optimizers and counters (no replay buffers), for checkpoints."""
+        self._check_built()
+        return {
+            "modules": self.state_dict(),
+            "extra": {k: lr.extra_state() for k, lr in self.learners.items()},
+        }
+
+    def load_state_dict_full(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict_full`."""
+        self._check_built()
+        self.load_state_dict(state["modules"])
+        for label, extra in state["extra"].items():
+            self.learners[label].load_extra_state(extra)
+
+    def buffers_state_dict(self) -> dict[str, Any]:
+        """The off-policy learners' replay buffers (can be large).
+
+        On-policy buffers hold only the latest batch, refilled every iteration: not saved.
+        """
+        return {
+            k: lr.buffer.state_dict() for k, lr in self.learners.items() if not lr.updater.on_policy
+        }
+
+    def load_buffers_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`buffers_state_dict`."""
+        for label, buf in state.items():
+            self.learners[label].buffer.load_state_dict(buf)

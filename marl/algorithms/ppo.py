@@ -1,0 +1,148 @@
+"""PPO: clipped proximal policy optimization (Schulman et al., 2017).
+
+Roles: :class:`PPOConfig` (hyperparameters), :func:`build_ppo` (policy, critic,
+``PPOLoss`` with GAE, one Adam, an on-policy buffer). :func:`policy_gradient_learner`
+is the assembly shared with A2C and the MARL PPO variants, which pass their own
+critic (e.g. a centralized one).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from marl.algorithms._learners import OnPolicyUpdater, make_optimizer, on_policy_buffer
+from marl.algorithms._policies import state_value_critic, stochastic_actor
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.objectives import PPOLoss
+
+__all__ = ["SPEC", "PPOConfig", "build_ppo", "policy_gradient_learner"]
+
+
+@dataclass
+class PPOConfig:
+    """PPO hyperparameters (defaults tuned for the classic control tasks)."""
+
+    lr: float = 3e-4
+    """Adam learning rate of the actor and the critic."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lmbda: float = 0.95
+    """GAE lambda."""
+    clip_epsilon: float = 0.2
+    """PPO ratio clip range."""
+    entropy_coef: float = 0.0
+    """Weight of the entropy bonus."""
+    critic_coef: float = 0.5
+    """Weight of the critic loss."""
+    loss_critic_type: str = "l2"
+    """Critic regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
+    normalize_advantage: bool = True
+    """Standardize advantages over each minibatch."""
+    clip_value: float | None = None
+    """Clip the critic update around the stored value (``None``: off)."""
+    epochs: int = 10
+    """Passes over each collected batch."""
+    minibatch_size: int = 256
+    """Transitions per optimizer step."""
+    max_grad_norm: float | None = 0.5
+    """Gradient clipping, per role (actor, critic); ``None`` disables it."""
+    actor_cells: tuple[int, ...] = (64, 64)
+    """Hidden widths of the actor."""
+    critic_cells: tuple[int, ...] = (64, 64)
+    """Hidden widths of the critic."""
+    activation: str = "tanh"
+    """Hidden activation (``tanh``, ``relu``, ``elu``, ``silu``, ``leaky_relu``)."""
+    share_params: bool = True
+    """Groups: one set of parameters for every agent of the group."""
+
+
+def policy_gradient_learner(
+    info: GroupInfo,
+    config: PPOConfig,
+    loss: nn.Module,
+    *,
+    actor: nn.Module,
+    critic: nn.Module,
+    algorithm: str,
+) -> GroupLearner:
+    """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys."""
+    loss.set_keys(
+        **info.loss_keys(),
+        sample_log_prob=info.key("action_log_prob"),
+        value=info.key("state_value"),
+        advantage=info.key("advantage"),
+        value_target=info.key("value_target"),
+        truncated=info.done_key("truncated"),
+    )
+    optimizer = make_optimizer(
+        {"actor": (actor.parameters(), config.lr), "critic": (critic.parameters(), config.lr)}
+    )
+    return GroupLearner(
+        info,
+        policy=actor,
+        loss=loss,
+        optimizer=optimizer,
+        buffer=on_policy_buffer(config.minibatch_size, config.minibatch_size),
+        updater=OnPolicyUpdater(
+            epochs=config.epochs,
+            minibatch_size=config.minibatch_size,
+            max_grad_norm=config.max_grad_norm,
+        ),
+        config=config,
+        algorithm=algorithm,
+    )
+
+
+def build_ppo(
+    info: GroupInfo,
+    config: PPOConfig,
+    *,
+    critic: nn.Module | None = None,
+) -> GroupLearner:
+    """Build a PPO learner for one group.
+
+    Args:
+        info: the group.
+        config: hyperparameters.
+        critic: a value module writing the group's ``state_value`` (default: a
+            per-agent MLP critic); MAPPO passes a centralized one.
+
+    Returns:
+        The group's learner.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> build_ppo(info, PPOConfig()).loss.clip_epsilon
+        0.2
+    """
+    c = config
+    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    if critic is None:
+        critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
+    loss = PPOLoss(
+        actor,
+        critic,
+        clip_epsilon=c.clip_epsilon,
+        entropy_coef=c.entropy_coef,
+        critic_coef=c.critic_coef,
+        loss_critic_type=c.loss_critic_type,
+        normalize_advantage=c.normalize_advantage,
+        clip_value=c.clip_value,
+        gamma=c.gamma,
+        lmbda=c.lmbda,
+    )
+    return policy_gradient_learner(info, c, loss, actor=actor, critic=critic, algorithm="ppo")
+
+
+SPEC = AlgorithmSpec(
+    name="ppo",
+    config_cls=PPOConfig,
+    builder=build_ppo,
+    on_policy=True,
+    action_spaces=frozenset({"continuous", "discrete"}),
+    description="Clipped PPO with a GAE critic.",
+)

@@ -1,0 +1,352 @@
+"""The ``Trainer`` loop: collect -> process -> update -> sync weights -> log -> evaluate.
+
+It is deliberately small: checkpoint files, loggers, progress bars and videos
+belong to the experiment runner, which plugs in through :class:`TrainerCallback`
+hooks and ``log_fn``, and saves :meth:`Trainer.state_dict`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from tensordict.nn import InteractionType, set_interaction_type
+
+from marl.algorithms.base import Algorithm
+from marl.collectors import Collector
+from marl.envs.common import EnvBase
+
+__all__ = ["Trainer", "TrainerCallback", "evaluate"]
+
+Logs = dict[str, float]
+
+
+def _reward_prefixes(env: EnvBase) -> list[tuple[str, ...]]:
+    """``()`` for a root reward, ``(group,)`` for group rewards."""
+    out = []
+    for key in env.reward_keys:
+        key = key if isinstance(key, tuple) else (key,)
+        out.append(key[:-1])
+    return out
+
+
+def _label(prefix: tuple[str, ...]) -> str:
+    return "/".join(prefix)
+
+
+def _put(logs: Logs, scope: str, prefix: tuple[str, ...], name: str, value: float) -> None:
+    logs[f"{scope}/{_label(prefix)}/{name}" if prefix else f"{scope}/{name}"] = value
+
+
+@torch.no_grad()
+def evaluate(
+    env: EnvBase,
+    policy: Callable[[TensorDictBase], TensorDictBase],
+    episodes: int = 10,
+    max_steps: int = 100_000,
+    deterministic: bool = True,
+) -> Logs:
+    """Mean return of ``policy`` over complete episodes on ``env``.
+
+    Every sub-env runs the same number of episodes (``ceil(episodes / num_envs)``),
+    so short episodes are not over-represented. Rewards are averaged over a group's
+    agents, then summed over the episode.
+
+    Args:
+        env: the evaluation env (reset here; a separate env from the training one).
+        policy: ``td -> td`` writing every action.
+        episodes: minimum number of episodes.
+        max_steps: safety cap on env steps.
+        deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
+
+    Returns:
+        ``eval/episode_reward`` (the mean over groups), ``eval/<group>/episode_reward``
+        for each group, and ``eval/episode_length``.
+
+    Examples:
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, seed=0)
+        >>> logs = evaluate(env, env.rand_action, episodes=4)
+        >>> sorted(logs)
+        ['eval/episode_length', 'eval/episode_reward']
+    """
+    n = max(1, env.batch_size.numel())
+    per_env = math.ceil(episodes / n)
+    prefixes = _reward_prefixes(env)
+    running = torch.zeros(len(prefixes), n)
+    length = torch.zeros(n)
+    sums = torch.zeros(len(prefixes))
+    length_sum = 0.0
+    count = torch.zeros(n, dtype=torch.long)
+    mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
+    td = env.reset()
+    with set_interaction_type(mode):
+        for _ in range(max_steps):
+            td = policy(td)
+            td, root = env.step_and_maybe_reset(td)
+            for i, prefix in enumerate(prefixes):
+                reward = td.get(("next", *prefix, "reward")).float()
+                running[i] += reward.reshape(n, -1).mean(-1).cpu()
+            length += 1
+            done = td.get(("next", "done")).reshape(n).cpu()
+            keep = done & (count < per_env)
+            if keep.any():
+                sums += running[:, keep].sum(-1)
+                length_sum += float(length[keep].sum())
+            count += done.long()
+            running[:, done] = 0.0
+            length[done] = 0.0
+            if bool((count >= per_env).all()):
+                break
+            td = root
+    total = float((count.clamp(max=per_env)).sum())
+    if total == 0:
+        raise RuntimeError(f"evaluate: no episode ended within max_steps={max_steps}")
+    means = sums / total
+    logs: Logs = {"eval/episode_reward": float(means.mean())}
+    for prefix, value in zip(prefixes, means.tolist()):
+        if prefix:
+            _put(logs, "eval", prefix, "episode_reward", value)
+    logs["eval/episode_length"] = length_sum / total
+    return logs
+
+
+class TrainerCallback:
+    """Hooks into :class:`Trainer`; override what you need (each default does nothing)."""
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        """Called once when :meth:`Trainer.train` starts (after a resume, too)."""
+
+    def on_iteration_end(self, trainer: Trainer, logs: Logs) -> None:
+        """Called after every batch with that iteration's logs (evaluation included)."""
+
+    def on_evaluation(self, trainer: Trainer, logs: Logs) -> None:
+        """Called after each evaluation with its logs."""
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        """Called once when training stops."""
+
+
+class Trainer:
+    """Drive an :class:`Algorithm` on an env until ``total_frames`` are collected.
+
+    Each iteration: collect a ``[*B, T]`` batch with the collection policy,
+    ``algorithm.process_batch``, ``algorithm.update`` (buffers and optimizer steps),
+    sync the collector's weights, log, and evaluate every ``eval_interval`` frames.
+
+    Logs per iteration: ``frames``, ``iteration``, ``train/episode_reward`` (and
+    ``train/<group>/episode_reward``) from ``RewardSum``'s ``episode_reward`` at the
+    steps where an episode ended, ``train/<loss terms>``, ``time/collect``,
+    ``time/update``, ``time/eval``, ``time/total``, ``fps`` and the ``eval/`` entries.
+
+    Args:
+        algorithm: the algorithm; built on ``env`` (with ``seed``) if not built yet.
+        env: the training env (use ``make_task``, which adds ``RewardSum``).
+        frames_per_batch: frames per collected batch (env steps x env batch size).
+        total_frames: stop once this many frames were collected.
+        init_random_frames: the first frames use uniformly random actions.
+        eval_env: a separate env for evaluation (``None``: no evaluation).
+        eval_interval: frames between evaluations (``None``: only at the end).
+        eval_episodes: episodes per evaluation.
+        callbacks: :class:`TrainerCallback` objects.
+        log_fn: called with each iteration's logs.
+        seed: seeds torch's global generator (before the networks are built).
+        collector: a ready collector running ``algorithm.policy`` (e.g. a
+            ``MultiSyncCollector``); default: a :class:`~marl.collectors.Collector` on ``env``.
+
+    Examples:
+        >>> from marl.algorithms import Algorithm, Trainer
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, discrete=True, seed=0)
+        >>> trainer = Trainer(Algorithm("ppo"), env, frames_per_batch=64, total_frames=128,
+        ...                   seed=0)
+        >>> [logs["frames"] for logs in trainer.train()]
+        [64, 128]
+    """
+
+    def __init__(
+        self,
+        algorithm: Algorithm,
+        env: EnvBase,
+        *,
+        frames_per_batch: int,
+        total_frames: int,
+        init_random_frames: int = 0,
+        eval_env: EnvBase | None = None,
+        eval_interval: int | None = None,
+        eval_episodes: int = 10,
+        callbacks: Sequence[TrainerCallback] = (),
+        log_fn: Callable[[Logs], None] | None = None,
+        seed: int | None = None,
+        collector: Any = None,
+    ) -> None:
+        if total_frames < 1 or frames_per_batch < 1:
+            raise ValueError(
+                f"frames_per_batch and total_frames must be >= 1, got {frames_per_batch}, "
+                f"{total_frames}"
+            )
+        if seed is not None:
+            torch.manual_seed(seed)
+        if not algorithm.built:
+            algorithm.build(env)
+        self.algorithm = algorithm
+        self.env = env
+        self.total_frames = total_frames
+        self.eval_env = eval_env
+        self.eval_interval = eval_interval
+        self.eval_episodes = eval_episodes
+        self.callbacks = list(callbacks)
+        self.log_fn = log_fn
+        self.collector = (
+            collector
+            if collector is not None
+            else Collector(
+                env,
+                algorithm.policy,
+                frames_per_batch=frames_per_batch,
+                init_random_frames=init_random_frames,
+            )
+        )
+        self.frames = 0
+        self.iteration = 0
+        self._last_eval_frames = 0
+        self._stop = False
+        self._batches: Any = None
+        self.history: list[Logs] = []
+
+    def _next_batch(self) -> TensorDictBase | None:
+        # iterating works for every collector (in-process, multi-process, Ray)
+        if self._batches is None:
+            self._batches = iter(self.collector)
+        return next(self._batches, None)
+
+    def stop(self) -> None:
+        """Ask :meth:`train` to stop after the current iteration (e.g. from a callback)."""
+        self._stop = True
+
+    def evaluate(self) -> Logs:
+        """Evaluate the deterministic policy on ``eval_env`` and notify the callbacks."""
+        if self.eval_env is None:
+            raise RuntimeError("Trainer.evaluate needs an eval_env")
+        start = time.perf_counter()
+        logs = evaluate(self.eval_env, self.algorithm.eval_policy(), self.eval_episodes)
+        logs["time/eval"] = time.perf_counter() - start
+        self._last_eval_frames = self.frames
+        for cb in self.callbacks:
+            cb.on_evaluation(self, logs)
+        return logs
+
+    def _episode_logs(self, batch: TensorDictBase, logs: Logs) -> None:
+        done = batch.get(("next", "done"), None)
+        if done is None or not bool(done.any()):
+            return
+        done = done.reshape(batch.batch_size)
+        values = []
+        for prefix in _reward_prefixes(self.env):
+            ret = batch.get(("next", *prefix, "episode_reward"), None)
+            if ret is None:
+                continue
+            # mean over the group's agents of each ended episode's return
+            value = float(ret[done].float().mean())
+            values.append(value)
+            if prefix:
+                _put(logs, "train", prefix, "episode_reward", value)
+        if values:
+            logs["train/episode_reward"] = sum(values) / len(values)
+
+    def _eval_due(self) -> bool:
+        if self.eval_env is None:
+            return False
+        if self.frames >= self.total_frames or self._stop:
+            return self._last_eval_frames != self.frames
+        interval = self.eval_interval
+        return interval is not None and self.frames - self._last_eval_frames >= interval
+
+    def train(self) -> list[Logs]:
+        """Run until ``total_frames`` frames (continuing from a loaded state).
+
+        Returns:
+            The logs of every iteration of this call.
+        """
+        self._stop = False
+        algo, collector = self.algorithm, self.collector
+        for cb in self.callbacks:
+            cb.on_train_start(self)
+        history: list[Logs] = []
+        while self.frames < self.total_frames and not self._stop:
+            start = time.perf_counter()
+            batch = self._next_batch()
+            if batch is None:  # a collector given with its own total_frames ran out
+                break
+            collected = time.perf_counter()
+            batch = algo.process_batch(batch)
+            update_logs = algo.update(batch)
+            collector.update_policy_weights_()
+            updated = time.perf_counter()
+            self.frames += batch.numel()
+            self.iteration += 1
+            logs: Logs = {"frames": self.frames, "iteration": self.iteration}
+            self._episode_logs(batch, logs)
+            logs.update({f"train/{k}": v for k, v in update_logs.items()})
+            logs["time/collect"] = collected - start
+            logs["time/update"] = updated - collected
+            if self._eval_due():
+                logs.update(self.evaluate())
+            logs["time/total"] = time.perf_counter() - start
+            logs["fps"] = batch.numel() / max(logs["time/total"], 1e-9)
+            history.append(logs)
+            if self.log_fn is not None:
+                self.log_fn(logs)
+            for cb in self.callbacks:
+                cb.on_iteration_end(self, logs)
+        if self.eval_env is not None and self._last_eval_frames != self.frames:
+            logs = self.evaluate()
+            logs.update(frames=self.frames, iteration=self.iteration)
+            history.append(logs)
+            if self.log_fn is not None:
+                self.log_fn(logs)
+        for cb in self.callbacks:
+            cb.on_train_end(self)
+        self.history.extend(history)
+        return history
+
+    def state_dict(self, include_buffers: bool = False) -> dict[str, Any]:
+        """Everything needed to resume: networks, optimizers, counters, RNG, collector.
+
+        Args:
+            include_buffers: also save the replay buffers (can be large; without them
+                an off-policy run refills its buffer after a resume).
+
+        Returns:
+            A dict for ``torch.save``.
+        """
+        state: dict[str, Any] = {
+            "algorithm": self.algorithm.state_dict_full(),
+            "frames": self.frames,
+            "iteration": self.iteration,
+            "last_eval_frames": self._last_eval_frames,
+            "torch_rng": torch.get_rng_state(),
+        }
+        if hasattr(self.collector, "state_dict"):
+            state["collector"] = self.collector.state_dict()
+        if include_buffers:
+            state["buffers"] = self.algorithm.buffers_state_dict()
+        return state
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restore :meth:`state_dict`; :meth:`train` then continues counting frames."""
+        self.algorithm.load_state_dict_full(state["algorithm"])
+        self.frames = int(state["frames"])
+        self.iteration = int(state["iteration"])
+        self._last_eval_frames = int(state.get("last_eval_frames", 0))
+        if "torch_rng" in state:
+            torch.set_rng_state(state["torch_rng"])
+        if "collector" in state and hasattr(self.collector, "load_state_dict"):
+            self.collector.load_state_dict(state["collector"])
+        if "buffers" in state:
+            self.algorithm.load_buffers_state_dict(state["buffers"])
+        self.collector.update_policy_weights_()
