@@ -94,6 +94,35 @@ void parallel_rows(size_t R, size_t work_per_row, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
+// GAE when reward and flags are one value per (row, time) -- env-level flags and
+// team rewards over F agents, or F == 1 -- with F fixed at compile time: the
+// flags are read once per step, the accumulators of a block of rows stay in
+// registers, and the feature loop unrolls.
+template <typename T, size_t FF>
+void gae_rows_scalar_flags(size_t r0, size_t r1, size_t TT, const T* v, const T* nv,
+                           const T* rw, const uint8_t* dn, const uint8_t* tm, T* adv, T* tgt,
+                           T g, T gl) {
+  for (size_t rb = r0; rb < r1; rb += kRowBlock) {
+    const size_t nr = std::min(kRowBlock, r1 - rb);
+    T a[kRowBlock][FF] = {};
+    for (size_t t = TT; t-- > 0;) {
+      for (size_t i = 0; i < nr; ++i) {
+        const size_t rt = (rb + i) * TT + t;
+        const T rr = rw[rt];
+        const T gnt = tm[rt] ? T(0) : g;
+        const T gld = dn[rt] ? T(0) : gl;
+        const size_t base = rt * FF;
+        for (size_t f = 0; f < FF; ++f) {
+          const T x = rr + gnt * nv[base + f] - v[base + f] + gld * a[i][f];
+          a[i][f] = x;
+          adv[base + f] = x;
+          tgt[base + f] = x + v[base + f];
+        }
+      }
+    }
+  }
+}
+
 // GAE:  delta_t = r_t + gamma * (1 - term_t) * V(s_{t+1}) - V(s_t)
 //       A_t     = delta_t + gamma * lambda * (1 - done_t) * A_{t+1},  A_T = 0
 template <typename T>
@@ -120,6 +149,18 @@ void gae(Arr3<T> value, Arr3<T> next_value, Arr3<T> reward, Flags3 done, Flags3 
   const size_t st = terminated.shape(2) == F ? 1 : 0;
   const size_t Fr = reward.shape(2), Fd = done.shape(2), Ft = terminated.shape(2);
   const T g = T(gamma), gl = T(gamma * lmbda);
+  if (Fr == 1 && Fd == 1 && Ft == 1 && (F == 1 || F == 2 || F == 3 || F == 4 || F == 8)) {
+    parallel_rows(R, TT * F, [&](size_t r0, size_t r1) {
+      switch (F) {
+        case 1: gae_rows_scalar_flags<T, 1>(r0, r1, TT, v, nv, rw, dn, tm, adv, tgt, g, gl); break;
+        case 2: gae_rows_scalar_flags<T, 2>(r0, r1, TT, v, nv, rw, dn, tm, adv, tgt, g, gl); break;
+        case 3: gae_rows_scalar_flags<T, 3>(r0, r1, TT, v, nv, rw, dn, tm, adv, tgt, g, gl); break;
+        case 4: gae_rows_scalar_flags<T, 4>(r0, r1, TT, v, nv, rw, dn, tm, adv, tgt, g, gl); break;
+        default: gae_rows_scalar_flags<T, 8>(r0, r1, TT, v, nv, rw, dn, tm, adv, tgt, g, gl); break;
+      }
+    });
+    return;
+  }
   parallel_rows(R, TT * F, [&](size_t r0, size_t r1) {
     std::vector<T> acc(kRowBlock * F);
     for (size_t rb = r0; rb < r1; rb += kRowBlock) {

@@ -89,6 +89,13 @@ SHAPES = [
     ((5, 13, 3, 1), (5, 13, 1), -3),  # per-agent values, env-level reward/done
     ((5, 13, 3, 2), (5, 13, 3, 2), -3),
     ((1, 1), (1, 1), -2),  # T = 1
+    # the kernel's fixed-width paths (1, 2, 4, 8 agents; rows not a multiple of its
+    # row block) and its generic path (5 agents), with env-level reward and flags
+    ((17, 9, 1), (17, 9, 1), -2),
+    ((3, 5, 2, 1), (3, 5, 1), -3),
+    ((11, 7, 4, 1), (11, 7, 1), -3),
+    ((9, 6, 8, 1), (9, 6, 1), -3),
+    ((4, 6, 5, 1), (4, 6, 1), -3),
 ]
 
 
