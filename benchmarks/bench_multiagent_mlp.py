@@ -9,9 +9,11 @@ Prints the median milliseconds per forward+backward and the speed-up. Target: >=
 
 Both versions do the same matmul FLOPs; vectorization removes per-agent dispatch and
 kernel-launch overhead. That overhead dominates on GPU and for small batches; on a
-CPU at batch 4096 the work is compute/memory bound (and the loop's per-agent
-activations stay in cache), so expect parity there rather than 3x. A batch-64 row
-shows the overhead-bound regime on CPU.
+CPU at batch 4096 the work is compute bound, so expect parity there rather than 3x
+(MultiAgentMLP cuts large CPU batches into cache-sized row chunks: without them the
+all-agent activations fall out of cache and it ran at 0.6x of the loop). A batch-64
+row shows the overhead-bound regime on CPU. Run with ``OMP_NUM_THREADS=1`` on a
+shared machine: a stalled second intra-op thread makes the figures meaningless.
 """
 
 from __future__ import annotations

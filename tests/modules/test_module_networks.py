@@ -146,3 +146,24 @@ def test_multiagent_mlp_is_one_call_per_layer(n_agents, monkeypatch):
     net = MultiAgentMLP(IN, OUT, n_agents, centralized=False, share_params=False, num_cells=[8, 8])
     net(torch.randn(4, n_agents, IN))
     assert len(calls) == 3  # one batched matmul per layer, whatever the number of agents
+
+
+@pytest.mark.parametrize("centralized", [False, True])
+def test_multiagent_mlp_cpu_row_chunks_match_one_pass(centralized, monkeypatch):
+    import marl.modules.mlp as mlp_mod
+
+    torch.manual_seed(0)
+    net = MultiAgentMLP(5, 3, 4, centralized=centralized, share_params=False, num_cells=16)
+    x = torch.randn(2, 37, 4, 5)  # 74 rows, not a multiple of the chunk
+    whole = net(x)
+    whole.square().sum().backward()
+    grads = [p.grad.clone() for p in net.parameters()]
+    net.zero_grad()
+    # 4 agents x 16 cells x 64 rows per chunk: the batch is cut into 2 chunks
+    monkeypatch.setattr(mlp_mod, "_CPU_CHUNK_ELEMENTS", 4 * 16 * 64)
+    assert net._cpu_chunk_rows() == 64
+    chunked = net(x)
+    chunked.square().sum().backward()
+    torch.testing.assert_close(chunked, whole)
+    for p, g in zip(net.parameters(), grads):
+        torch.testing.assert_close(p.grad, g)
