@@ -81,7 +81,7 @@ class SerialEnv(_BatchedEnv):
 
     Examples:
         >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = SerialEnv(3, SingleAgentFakeEnv)
+        >>> env = SerialEnv(3, SingleAgentFakeEnv, {"p_terminate": 0.0})
         >>> env.rollout(4)["observation"].shape
         torch.Size([3, 4, 4])
     """
@@ -201,7 +201,7 @@ class ParallelEnv(_BatchedEnv):
 
     Examples:
         >>> from marl.testing import SingleAgentFakeEnv
-        >>> with ParallelEnv(2, SingleAgentFakeEnv) as env:
+        >>> with ParallelEnv(2, SingleAgentFakeEnv, {"p_terminate": 0.0}) as env:
         ...     env.rollout(3)["next", "reward"].shape
         torch.Size([2, 3, 1])
     """
