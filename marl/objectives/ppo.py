@@ -224,7 +224,7 @@ class PPOLoss(_PolicyGradientLoss):
         ent = entropy(dist)
         out["entropy"] = ent.mean().detach()
         if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * ent.mean()
+            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, tensordict)
         with torch.no_grad():
             out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
             out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
@@ -293,6 +293,6 @@ class A2CLoss(_PolicyGradientLoss):
         ent = entropy(dist)
         out["entropy"] = ent.mean().detach()
         if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * ent.mean()
+            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, tensordict)
         self._critic_terms(tensordict, out)
         return TensorDict(out)

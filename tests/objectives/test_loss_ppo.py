@@ -148,6 +148,19 @@ def test_priority_weight_applied():
     torch.testing.assert_close(loss(td)["loss_critic"], 2 * base)
 
 
+@pytest.mark.parametrize("cls", [PPOLoss, A2CLoss])
+def test_entropy_bonus_is_weighted_like_the_objective(cls):
+    # Agents weighted out (dead, or not acting) must not reach the entropy term.
+    td, actor, critic = _grouped()
+    loss = _group_keys(cls(actor, critic, entropy_coef=0.5))
+    plain = loss(td)
+    assert torch.allclose(plain["loss_entropy"], -0.5 * plain["entropy"])
+    td["priority_weight"] = torch.zeros(B)
+    weighted = loss(td)
+    assert weighted["loss_entropy"].item() == 0.0
+    assert weighted["entropy"] == plain["entropy"]  # the diagnostic stays unweighted
+
+
 def test_set_keys_errors_and_forwarding():
     _, actor, critic = _grouped()
     loss = PPOLoss(actor, critic)
