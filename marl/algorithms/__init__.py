@@ -9,7 +9,7 @@
 Examples:
     >>> from marl.algorithms import get_algorithm, list_algorithms
     >>> list_algorithms()
-    ['a2c', 'ddpg', 'dqn', 'ppo', 'sac', 'td3']
+    ['a2c', 'ddpg', 'dqn', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'qmix', 'sac', 'td3', 'vdn']
     >>> get_algorithm("ppo").on_policy
     True
 """
@@ -18,7 +18,23 @@ from __future__ import annotations
 
 import difflib
 
-from marl.algorithms import a2c, ddpg, dqn, ppo, sac, td3
+from marl.algorithms import (
+    a2c,
+    ddpg,
+    dqn,
+    iddpg,
+    ippo,
+    iql,
+    isac,
+    maddpg,
+    mappo,
+    masac,
+    ppo,
+    qmix,
+    sac,
+    td3,
+    vdn,
+)
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import (
     ROOT,
@@ -30,10 +46,19 @@ from marl.algorithms.base import (
 )
 from marl.algorithms.ddpg import DDPGConfig
 from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.iddpg import IDDPGConfig
+from marl.algorithms.ippo import IPPOConfig
+from marl.algorithms.iql import IQLConfig
+from marl.algorithms.isac import ISACConfig
+from marl.algorithms.maddpg import MADDPGConfig
+from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.masac import MASACConfig
 from marl.algorithms.ppo import PPOConfig
+from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.sac import SACConfig
 from marl.algorithms.td3 import TD3Config
 from marl.algorithms.trainer import Trainer, TrainerCallback, evaluate
+from marl.algorithms.vdn import VDNConfig
 
 __all__ = [
     "ROOT",
@@ -44,11 +69,20 @@ __all__ = [
     "DQNConfig",
     "GroupInfo",
     "GroupLearner",
+    "IDDPGConfig",
+    "IPPOConfig",
+    "IQLConfig",
+    "ISACConfig",
+    "MADDPGConfig",
+    "MAPPOConfig",
+    "MASACConfig",
     "PPOConfig",
+    "QMIXConfig",
     "SACConfig",
     "TD3Config",
     "Trainer",
     "TrainerCallback",
+    "VDNConfig",
     "evaluate",
     "get_algorithm",
     "group_infos",
@@ -102,6 +136,22 @@ def list_algorithms() -> list[str]:
     return sorted(_REGISTRY)
 
 
-for _module in (a2c, ddpg, dqn, ppo, sac, td3):
+for _module in (
+    a2c,
+    ddpg,
+    dqn,
+    ppo,
+    sac,
+    td3,
+    mappo,
+    ippo,
+    maddpg,
+    iddpg,
+    masac,
+    isac,
+    qmix,
+    vdn,
+    iql,
+):
     register_algorithm(_module.SPEC)
 del _module

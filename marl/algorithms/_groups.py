@@ -37,6 +37,11 @@ class GroupInfo:
         device: the env's device.
         env_observation_spec: every observation of the env (for critics spanning groups).
         groups: every group's name, in order (``()`` for a single-agent env).
+        has_agent_mask: whether the env writes the per-agent ``(group, "mask")``
+            (PettingZoo: False for agents that left the episode or are not acting);
+            masked-out agents are excluded from the losses.
+        turn_based: whether the env plays one agent's move per step (PettingZoo AEC);
+            off-policy learners then rebuild each agent's transitions turn to turn.
     """
 
     name: str | None
@@ -50,6 +55,14 @@ class GroupInfo:
     device: torch.device
     env_observation_spec: Any = None
     groups: tuple[str, ...] = ()
+    has_agent_mask: bool = False
+    turn_based: bool = False
+
+    @property
+    def has_state(self) -> bool:
+        """Whether the env has a global ``"state"`` observation."""
+        spec = self.env_observation_spec
+        return spec is not None and "state" in spec.keys()
 
     @property
     def label(self) -> str:
@@ -169,6 +182,10 @@ def group_infos(env: EnvBase, device: torch.device | str | None = None) -> dict[
             device=torch.device(device) if device is not None else env.device,
             env_observation_spec=obs_spec,
             groups=groups,
+            has_agent_mask=name is not None
+            and _nested((*prefix, "mask")) in obs_spec.keys(include_nested=True),
+            # PettingZoo's AEC wrapper (through transforms, which forward attributes)
+            turn_based=name is not None and getattr(env, "parallel", True) is False,
         )
         infos[info.label] = info
     return infos

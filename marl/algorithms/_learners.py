@@ -22,6 +22,7 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from marl.algorithms._turns import turn_transitions
 from marl.algorithms.base import GroupInfo, GroupLearner
 from marl.data import (
     PrioritizedSampler,
@@ -35,6 +36,7 @@ __all__ = [
     "OffPolicyConfig",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
+    "apply_agent_mask",
     "make_optimizer",
     "off_policy_buffer",
     "off_policy_learner",
@@ -116,9 +118,41 @@ class _Stats:
         return {k: float(v) / self.count for k, v in self.sums.items()}
 
 
+def apply_agent_mask(learner: nn.Module, td: TensorDictBase) -> TensorDictBase:
+    """Exclude masked-out agents (the group's ``"mask"``) from a minibatch's loss.
+
+    Writes ``(group, "loss_weight")``: the mask divided by its mean (times the
+    prioritized-replay ``priority_weight``, if any), so that the loss's weighted
+    mean is the mean over unmasked agents only. With ``masked_advantage_key``, the
+    advantage is standardized over unmasked agents (and zeroed for the others).
+    """
+    key = getattr(learner, "agent_mask_key", None)
+    if key is None:
+        return td
+    mask = td.get(key).bool()
+    weight_key = getattr(learner, "loss_weight_key", None)
+    if weight_key is not None:
+        weight = mask.to(torch.get_default_dtype())
+        weight = weight / weight.mean().clamp_min(1e-8)
+        priority = td.get("priority_weight", None)
+        if priority is not None:
+            shape = priority.shape + (1,) * (weight.ndim - priority.ndim)
+            weight = weight * priority.reshape(shape)
+        td.set(weight_key, weight)
+    adv_key = getattr(learner, "masked_advantage_key", None)
+    if adv_key is not None:
+        adv = td.get(adv_key)
+        m = mask.reshape(mask.shape + (1,) * (adv.ndim - mask.ndim)).to(adv.dtype)
+        count = m.sum().clamp_min(1.0)
+        mean = (adv * m).sum() / count
+        var = ((adv - mean).pow(2) * m).sum() / (count - 1).clamp_min(1.0)
+        td.set(adv_key, (adv - mean) / var.sqrt().clamp_min(1e-6) * m)
+    return td
+
+
 def optimizer_step(learner: nn.Module, td: TensorDictBase, max_grad_norm: float | None):
     """Loss forward, backward of the sum of ``loss_*`` terms, per-role clipping, step."""
-    out = learner.loss(td)
+    out = learner.loss(apply_agent_mask(learner, td))
     total = None
     for key, value in out.items():
         if key.startswith("loss_") and value.requires_grad:
@@ -200,6 +234,9 @@ class OffPolicyUpdater:
         self._debt = 0.0  # fractional updates carried over between batches
 
     def process(self, learner: nn.Module, batch: TensorDictBase) -> TensorDictBase:
+        """Turn-based envs: rebuild the group's transitions from turn to turn."""
+        if learner.info.turn_based and learner.info.has_agent_mask:
+            turn_transitions(batch, learner.info)
         return batch
 
     def update(self, learner: nn.Module, batch: TensorDictBase) -> dict[str, float]:
@@ -260,6 +297,7 @@ def off_policy_learner(
     target_updater: Any,
     exploration: list[nn.Module] | None = None,
     algorithm: str,
+    mask_agents: bool = True,
 ) -> GroupLearner:
     """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps."""
     c = config
@@ -284,4 +322,5 @@ def off_policy_learner(
         target_updater=target_updater,
         config=c,
         algorithm=algorithm,
+        mask_agents=mask_agents,
     )

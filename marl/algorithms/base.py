@@ -59,6 +59,10 @@ class GroupLearner(nn.Module):
         target_updater: ``SoftUpdate``/``HardUpdate`` stepped after optimizer steps.
         config: the algorithm config the learner was built from.
         algorithm: the name of the algorithm that built the learner.
+        mask_agents: when the group has a per-agent ``"mask"``, weight the loss's
+            per-agent terms by it (through the loss's ``priority_weight`` key) and
+            standardize advantages over the unmasked agents only. Losses whose terms
+            are not per agent (QMIX's ``Q_tot``) pass False and mask their inputs instead.
     """
 
     def __init__(
@@ -74,6 +78,7 @@ class GroupLearner(nn.Module):
         target_updater: Any = None,
         config: Any = None,
         algorithm: str = "",
+        mask_agents: bool = True,
     ) -> None:
         super().__init__()
         self.info = info
@@ -86,6 +91,20 @@ class GroupLearner(nn.Module):
         self.target_updater = target_updater
         self.config = config
         self.algorithm = algorithm
+        # agent masking (see marl.algorithms._learners.apply_agent_mask)
+        self.agent_mask_key: Any = None
+        self.loss_weight_key: Any = None
+        self.masked_advantage_key: Any = None
+        keys = getattr(loss, "tensor_keys", None)
+        if mask_agents and info.has_agent_mask and keys is not None:
+            self.agent_mask_key = info.key("mask")
+            if "priority_weight" in keys.as_dict():
+                self.loss_weight_key = info.key("loss_weight")
+                loss.set_keys(priority_weight=self.loss_weight_key)
+            if getattr(loss, "normalize_advantage", False):
+                # the loss would standardize over every agent, masked ones included
+                loss.normalize_advantage = False
+                self.masked_advantage_key = keys.advantage
 
     def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
         """Prepare a collected ``[*B, T]`` batch (e.g. advantages for on-policy losses)."""
@@ -148,7 +167,7 @@ class AlgorithmSpec:
         if isinstance(config, self.config_cls):
             return config
         if isinstance(config, Mapping):
-            names = {f.name for f in dataclasses.fields(self.config_cls)}
+            names = {f.name for f in dataclasses.fields(self.config_cls) if f.init}
             unknown = sorted(set(config) - names)
             if unknown:
                 raise ValueError(

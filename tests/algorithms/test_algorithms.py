@@ -46,7 +46,7 @@ def _multi(num_envs: int = 4) -> TransformedEnv:
 
 # ------------------------------------------------------------------ registry
 def test_registry_lists_every_algorithm():
-    assert list_algorithms() == ALL
+    assert set(ALL) <= set(list_algorithms())  # the MARL algorithms are tested elsewhere
     for name in ALL:
         spec = get_algorithm(name)
         assert isinstance(spec, AlgorithmSpec) and spec.name == name

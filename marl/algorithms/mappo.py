@@ -1,0 +1,83 @@
+"""MAPPO: multi-agent PPO with a centralized critic (Yu et al., 2022).
+
+The actors are decentralized (each agent reads its own observation); the critic
+is centralized: it reads the env's global ``"state"`` when there is one, else
+every agent of the group (``critic_scope="group"``), or every agent of every
+group, heterogeneous shapes included (``critic_scope="all"``). The update is
+:func:`marl.algorithms.ppo.build_ppo` with that critic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms._critics import CRITIC_SCOPES, centralized_critic
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.ippo import IPPOConfig
+from marl.algorithms.ppo import build_ppo
+
+__all__ = ["SPEC", "MAPPOConfig", "build_mappo"]
+
+
+@dataclass
+class MAPPOConfig(IPPOConfig):
+    """MAPPO hyperparameters: IPPO's, plus what the centralized critic sees.
+
+    Examples:
+        >>> MAPPOConfig(critic_scope="all").critic_scope
+        'all'
+    """
+
+    critic_scope: str = "group"
+    """``"group"``: the critic sees its group's agents; ``"all"``: every group's agents."""
+    use_state: bool = True
+    """With ``critic_scope="group"``, read the env's global ``"state"`` when it has one."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_scope not in CRITIC_SCOPES:
+            raise ValueError(
+                f"critic_scope must be one of {CRITIC_SCOPES}, got {self.critic_scope!r}"
+            )
+
+
+def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
+    """Build a MAPPO learner for one group: PPO with a centralized critic.
+
+    Args:
+        info: the group.
+        config: hyperparameters.
+
+    Returns:
+        The group's learner.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> build_mappo(info, MAPPOConfig(critic_scope="all")).loss.critic.in_keys
+        [('walker', 'observation'), ('picker', 'observation')]
+    """
+    c = config
+    critic = centralized_critic(
+        info,
+        c.critic_cells,
+        c.activation,
+        "state_value",
+        scope=c.critic_scope,
+        use_state=c.use_state,
+        share_params=c.share_critic_params,
+    )
+    learner = build_ppo(info, c, critic=critic)
+    learner.algorithm = "mappo"
+    return learner
+
+
+SPEC = AlgorithmSpec(
+    name="mappo",
+    config_cls=MAPPOConfig,
+    builder=build_mappo,
+    on_policy=True,
+    action_spaces=frozenset({"continuous", "discrete"}),
+    description="Multi-agent PPO: decentralized actors, a centralized critic.",
+)

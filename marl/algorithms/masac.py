@@ -1,0 +1,86 @@
+"""MASAC: multi-agent soft actor-critic with centralized critics.
+
+Decentralized stochastic actors; the twin Q-networks read the env's global
+``"state"`` (or every agent of the group, or of every group with
+``critic_scope="all"``) and, for continuous actions, the group's joint action
+(``Q(s, a_1..a_n)``); for discrete actions they give each agent ``Q(s, .)``.
+The update is :func:`marl.algorithms.sac.build_sac` with those Q-networks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms._critics import CRITIC_SCOPES, centralized_critic
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.isac import ISACConfig
+from marl.algorithms.sac import build_sac
+
+__all__ = ["SPEC", "MASACConfig", "build_masac"]
+
+
+@dataclass
+class MASACConfig(ISACConfig):
+    """MASAC hyperparameters: ISAC's, plus what the centralized critics see.
+
+    Examples:
+        >>> MASACConfig(critic_scope="all").critic_scope
+        'all'
+    """
+
+    critic_scope: str = "group"
+    """``"group"``: the critics see their group's agents; ``"all"``: every group's agents."""
+    use_state: bool = True
+    """With ``critic_scope="group"``, read the env's global ``"state"`` when it has one."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.critic_scope not in CRITIC_SCOPES:
+            raise ValueError(
+                f"critic_scope must be one of {CRITIC_SCOPES}, got {self.critic_scope!r}"
+            )
+
+
+def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
+    """Build a MASAC learner for one group: SAC with centralized Q-networks.
+
+    Args:
+        info: the group (continuous or discrete actions).
+        config: hyperparameters.
+
+    Returns:
+        The group's learner.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> build_masac(info, MASACConfig(use_state=False)).loss.qvalue_networks[0].in_keys
+        [('picker', 'observation')]
+    """
+    c = config
+    continuous = info.action_space == "continuous"
+    qnet = centralized_critic(
+        info,
+        c.critic_cells,
+        c.activation,
+        "state_action_value" if continuous else "action_value",
+        out_features=1 if continuous else info.n_actions,
+        with_action=continuous,
+        scope=c.critic_scope,
+        use_state=c.use_state,
+        share_params=c.share_critic_params,
+    )
+    learner = build_sac(info, c, qvalue_network=qnet)
+    learner.algorithm = "masac"
+    return learner
+
+
+SPEC = AlgorithmSpec(
+    name="masac",
+    config_cls=MASACConfig,
+    builder=build_masac,
+    on_policy=False,
+    action_spaces=frozenset({"continuous", "discrete"}),
+    description="Multi-agent SAC: decentralized actors, centralized twin Q-networks.",
+)

@@ -1,0 +1,88 @@
+"""QMIX: monotonic value factorisation (Rashid et al., 2018).
+
+VDN's learner (:func:`marl.algorithms.vdn.value_decomposition_learner`) with a
+``QMixer``: a hypernetwork conditioned on the env's global ``"state"``, or on the
+group's concatenated observations when the env has no state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.vdn import VDNConfig, _check_group, value_decomposition_learner
+from marl.modules import QMixer
+from marl.specs import Composite
+
+__all__ = ["SPEC", "QMIXConfig", "build_qmix"]
+
+
+@dataclass
+class QMIXConfig(VDNConfig):
+    """QMIX hyperparameters: VDN's, plus the mixer's.
+
+    Examples:
+        >>> QMIXConfig().mixing_embed_dim
+        32
+    """
+
+    mixing_embed_dim: int = 32
+    """Width of the mixing layer (BenchMARL's default)."""
+    hypernet_embed: int = 64
+    """Hidden width of the hypernetworks producing the mixing weights."""
+    use_state: bool = True
+    """Condition the mixer on the env's global ``"state"`` when it has one (else on the
+    group's concatenated observations)."""
+
+
+def build_qmix(info: GroupInfo, config: QMIXConfig) -> GroupLearner:
+    """Build a QMIX learner for one group.
+
+    Args:
+        info: the group (discrete actions).
+        config: hyperparameters.
+
+    Returns:
+        The group's learner.
+
+    Raises:
+        ValueError: for a single-agent env, or for a group with named (dict)
+            observations and no global state to condition the mixer on.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> build_qmix(info, QMIXConfig()).loss.tensor_keys.state
+        'state'
+    """
+    _check_group(info, "qmix")
+    c = config
+    b = info.batch_dims
+    if c.use_state and info.has_state:
+        state_key, state_shape = "state", info.env_observation_spec["state"].shape[b:]
+    else:
+        if isinstance(info.observation_spec, Composite):
+            raise ValueError(
+                f"qmix: group {info.label!r} has named observations and the env has no "
+                "'state' to condition the mixer on"
+            )
+        # the group's observations [n_agents, *obs], flattened by the mixer
+        state_key, state_shape = info.key("observation"), info.observation_spec.shape[b:]
+    mixer = QMixer(
+        state_shape=tuple(state_shape),
+        mixing_embed_dim=c.mixing_embed_dim,
+        n_agents=info.n_agents,
+        hypernet_embed=c.hypernet_embed,
+    ).to(info.device)
+    return value_decomposition_learner(info, c, mixer, state_key=state_key, algorithm="qmix")
+
+
+SPEC = AlgorithmSpec(
+    name="qmix",
+    config_cls=QMIXConfig,
+    builder=build_qmix,
+    on_policy=False,
+    action_spaces=frozenset({"discrete"}),
+    description="QMIX: a state-conditioned monotonic mixer over per-agent Qs.",
+)

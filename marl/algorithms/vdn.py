@@ -1,0 +1,172 @@
+"""VDN: value decomposition networks (Sunehag et al., 2018), and the learner QMIX shares.
+
+Per-agent Q-networks ``Q_i(o_i, .)`` act greedily (over legal actions) with
+epsilon-greedy exploration; training regresses the team value
+``Q_tot = mixer(Q_1(o_1, a_1), ..., Q_n(o_n, a_n))`` on the team reward with
+``QMixLoss``. VDN's mixer is the sum (``VDNMixer``); QMIX (``marl.algorithms.qmix``)
+passes a state-conditioned ``QMixer`` to the same :func:`value_decomposition_learner`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase, TensorDictSequential
+from torch import nn
+
+from marl.algorithms._learners import make_optimizer, off_policy_learner
+from marl.algorithms._policies import GreedyAction, q_value_network
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.iql import IQLConfig
+from marl.modules import EGreedy, VDNMixer
+from marl.objectives import HardUpdate, QMixLoss, SoftUpdate
+
+__all__ = ["SPEC", "MaskedAgentValues", "VDNConfig", "build_vdn", "value_decomposition_learner"]
+
+
+@dataclass
+class VDNConfig(IQLConfig):
+    """VDN hyperparameters: IQL's (BenchMARL-like defaults); the mixer has none.
+
+    Examples:
+        >>> VDNConfig().gamma
+        0.99
+    """
+
+
+class MaskedAgentValues(TensorDictModuleBase):
+    """Zero the action values of masked-out agents (the group's ``"mask"``).
+
+    A mixer sums over every agent of the group: zeroing a dead or non-acting
+    agent's values removes it from ``Q_tot``, from the target and from the gradients.
+
+    Args:
+        qnet: the per-agent Q-network writing ``(group, "action_value")``.
+        info: the group (with ``has_agent_mask``).
+    """
+
+    def __init__(self, qnet: TensorDictModuleBase, info: GroupInfo) -> None:
+        super().__init__()
+        self.qnet = qnet
+        self.mask_key = info.key("mask")
+        self.value_key = info.key("action_value")
+        self.in_keys = [*qnet.in_keys, self.mask_key]
+        self.out_keys = [self.value_key]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        tensordict = self.qnet(tensordict)
+        mask = tensordict.get(self.mask_key).bool().unsqueeze(-1)
+        values = tensordict.get(self.value_key)
+        tensordict.set(self.value_key, values.masked_fill(~mask, 0.0))
+        return tensordict
+
+
+def value_decomposition_learner(
+    info: GroupInfo,
+    config: IQLConfig,
+    mixer: nn.Module,
+    *,
+    state_key: object = None,
+    algorithm: str,
+) -> GroupLearner:
+    """Assemble a VDN/QMIX learner: per-agent Q-networks trained through ``mixer``.
+
+    Args:
+        info: the group (discrete actions).
+        config: Q-learning and replay hyperparameters.
+        mixer: ``VDNMixer`` or ``QMixer``.
+        state_key: the entry the mixer is conditioned on (``None`` for VDN).
+        algorithm: the algorithm's name.
+
+    Returns:
+        The group's learner.
+    """
+    c = config
+    qnet: TensorDictModuleBase = q_value_network(
+        info, c.cells, c.activation, share_params=c.share_params
+    )
+    if info.has_agent_mask:
+        qnet = MaskedAgentValues(qnet, info)
+    loss = QMixLoss(
+        qnet, mixer, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function
+    )
+    # the team value bootstraps until the episode (not one agent) ends
+    loss.set_keys(
+        action=info.key("action"),
+        action_value=info.key("action_value"),
+        action_mask=info.key("action_mask"),
+        reward=info.next_key("reward"),
+        done=("next", "done"),
+        terminated=("next", "terminated"),
+        **({} if state_key is None else {"state": state_key}),
+    )
+    egreedy = EGreedy(
+        info.action_spec,
+        n_actions=info.n_actions,
+        eps_init=c.eps_init,
+        eps_end=c.eps_end,
+        annealing_num_steps=c.eps_annealing_frames,
+        action_key=info.key("action"),
+        action_mask_key=info.key("action_mask") if info.has_action_mask else None,
+    )
+    if c.target_update_period is None:
+        target_updater = SoftUpdate(loss, tau=c.tau)
+    else:
+        target_updater = HardUpdate(loss, period=c.target_update_period)
+    optimizer = make_optimizer(
+        {"qvalue": (qnet.parameters(), c.lr), "mixer": (mixer.parameters(), c.lr)}
+    )
+    return off_policy_learner(
+        info,
+        c,
+        policy=TensorDictSequential(qnet, GreedyAction(info), egreedy),
+        loss=loss,
+        optimizer=optimizer,
+        target_updater=target_updater,
+        exploration=[egreedy],
+        algorithm=algorithm,
+        # the loss is on Q_tot: masked agents are removed from its inputs instead
+        mask_agents=False,
+    )
+
+
+def _check_group(info: GroupInfo, algorithm: str) -> None:
+    if info.name is None:
+        raise ValueError(
+            f"{algorithm} mixes the values of a group's agents; got a single-agent env"
+        )
+
+
+def build_vdn(info: GroupInfo, config: VDNConfig) -> GroupLearner:
+    """Build a VDN learner for one group: ``Q_tot = sum_i Q_i``.
+
+    Args:
+        info: the group (discrete actions).
+        config: hyperparameters.
+
+    Returns:
+        The group's learner.
+
+    Raises:
+        ValueError: for a single-agent env (no group to mix).
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> type(build_vdn(info, VDNConfig()).loss.mixer).__name__
+        'VDNMixer'
+    """
+    _check_group(info, "vdn")
+    return value_decomposition_learner(info, config, VDNMixer(info.n_agents), algorithm="vdn")
+
+
+SPEC = AlgorithmSpec(
+    name="vdn",
+    config_cls=VDNConfig,
+    builder=build_vdn,
+    on_policy=False,
+    action_spaces=frozenset({"discrete"}),
+    description="Value decomposition networks: the team Q is the sum of the agents' Qs.",
+)

@@ -1,0 +1,370 @@
+"""Unit tests of the MARL algorithms on the fake multi-agent env (fast)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from tensordict.nn import InteractionType, set_interaction_type
+
+from marl.algorithms import Algorithm, Trainer, get_algorithm, group_infos
+from marl.algorithms._learners import apply_agent_mask
+from marl.algorithms.vdn import MaskedAgentValues
+from marl.envs import RewardSum, TransformedEnv
+from marl.specs import Unbounded
+from marl.testing import MultiAgentFakeEnv
+
+MARL = ["iddpg", "ippo", "iql", "isac", "maddpg", "mappo", "masac", "qmix", "vdn"]
+ON_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "minibatch_size": 16, "epochs": 2}
+OFF_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "learning_starts": 0, "batch_size": 16}
+Q_SMALL = {"cells": (16,), "learning_starts": 0, "batch_size": 16}
+
+
+def small(name: str, **extra) -> dict:
+    """Small networks and immediate updates, so one iteration trains."""
+    if name in ("iql", "vdn", "qmix"):
+        base = Q_SMALL
+    else:
+        base = ON_SMALL if get_algorithm(name).on_policy else OFF_SMALL
+    return {**base, **extra}
+
+
+class MaskedFakeEnv(MultiAgentFakeEnv):
+    """The fake env plus PettingZoo's per-group ``"mask"`` (False once an agent is done)."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        b = self.batch_size
+        for g, n in (("walker", self.N_WALKERS), ("picker", self.N_PICKERS)):
+            self.observation_spec[g, "mask"] = Unbounded((*b, n), dtype=torch.bool)
+
+    def _observe(self):
+        out = super()._observe()
+        alive = self._alive()
+        out.set(("walker", "mask"), alive[..., : self.N_WALKERS].clone())
+        out.set(("picker", "mask"), alive[..., self.N_WALKERS :].clone())
+        return out
+
+
+def _multi(num_envs: int = 4, env_cls=MultiAgentFakeEnv) -> TransformedEnv:
+    return TransformedEnv(env_cls(num_envs=num_envs, seed=0), RewardSum())
+
+
+def _supported(name: str) -> list[str]:
+    spaces = get_algorithm(name).action_spaces
+    return [g for g, s in (("walker", "continuous"), ("picker", "discrete")) if s in spaces]
+
+
+def _params(learner) -> dict[str, torch.Tensor]:
+    return {k: v.detach().clone() for k, v in learner.named_parameters()}
+
+
+def _batch(algo: Algorithm, env, steps: int = 10):
+    with torch.no_grad():
+        td = env.rollout(steps, algo.policy, break_when_any_done=False)
+    return algo.process_batch(td)
+
+
+# ------------------------------------------------------------------ build + one update
+@pytest.mark.parametrize("name", MARL)
+def test_builds_trains_and_changes_parameters(name):
+    groups = _supported(name)
+    algorithm = {g: (name if g in groups else "ippo") for g in ("walker", "picker")}
+    config = {g: small(algorithm[g]) for g in algorithm}
+    algo = Algorithm(algorithm, config=config).build(_multi(), seed=0)
+    before = {g: _params(algo.learners[g]) for g in groups}
+    logs = Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train()[-1]
+    for g in groups:
+        assert algo.learners[g].algorithm == name
+        terms = [k for k in logs if k.startswith(f"train/{g}/loss_")]
+        assert terms, sorted(logs)
+        assert all(torch.isfinite(torch.tensor(logs[k])) for k in terms)
+        after = _params(algo.learners[g])
+        changed = [k for k in before[g] if not torch.equal(before[g][k], after[k])]
+        assert changed, f"{name} did not update {g}"
+        assert f"train/{g}/episode_reward" in logs
+
+
+@pytest.mark.parametrize("name", MARL)
+def test_unshared_parameters_are_vectorized_per_agent(name):
+    group = _supported(name)[0]
+    extra = {"share_policy_params": False}
+    if name not in ("iql", "vdn", "qmix"):
+        extra["share_critic_params"] = False
+    algo = Algorithm(
+        {group: name, **{g: "ippo" for g in {"walker", "picker"} - {group}}},
+        config={group: small(name, **extra)},
+    ).build(_multi(), seed=0)
+    n = group_infos(_multi())[group].n_agents
+    stacked = [p for p in algo.learners[group].parameters() if p.ndim == 3]
+    assert stacked and all(p.shape[0] == n for p in stacked)
+
+
+def test_unsupported_action_space_names_algorithm_and_group():
+    for name in ("maddpg", "iddpg"):
+        with pytest.raises(ValueError, match=rf"'{name}' supports \['continuous'\].*'picker'"):
+            Algorithm(name).build(MultiAgentFakeEnv(num_envs=2))
+    for name in ("qmix", "vdn", "iql"):
+        with pytest.raises(
+            ValueError, match=rf"'{name}' supports \['discrete'\].*'walker' has cont"
+        ):
+            Algorithm(name).build(MultiAgentFakeEnv(num_envs=2))
+
+
+def test_share_params_follows_share_policy_params_and_bad_scope_raises():
+    cfg = get_algorithm("mappo").make_config({"share_policy_params": False})
+    assert cfg.share_params is False
+    with pytest.raises(ValueError, match="critic_scope"):
+        get_algorithm("masac").make_config({"critic_scope": "world"})
+    for name in MARL:
+        for f in dataclasses.fields(get_algorithm(name).config_cls):
+            assert f.default is not dataclasses.MISSING, (name, f.name)
+
+
+def test_value_decomposition_needs_groups():
+    from marl.testing import SingleAgentFakeEnv
+
+    with pytest.raises(ValueError, match="single-agent"):
+        Algorithm("vdn").build(SingleAgentFakeEnv(num_envs=2, discrete=True))
+
+
+# ------------------------------------------------------------------ mixed algorithms
+def test_mixed_algorithms_per_group_on_and_off_policy():
+    algo = Algorithm(
+        {"walker": "maddpg", "picker": "ippo"},
+        config={"walker": small("maddpg"), "picker": small("ippo")},
+    )
+    history = Trainer(algo, _multi(), frames_per_batch=40, total_frames=120, seed=0).train()
+    logs = history[-1]
+    assert "train/walker/loss_actor" in logs and "train/picker/loss_objective" in logs
+    assert "train/walker/episode_reward" in logs and "train/picker/episode_reward" in logs
+    assert algo.learners["walker"].algorithm == "maddpg"
+    assert algo.learners["picker"].algorithm == "ippo"
+
+
+# ------------------------------------------------------------------ centralized critics
+def test_centralized_critic_reads_state_or_group():
+    env = _multi()
+    algo = Algorithm("mappo", config=small("mappo")).build(env, seed=0)
+    assert algo.learners["walker"].loss.critic.in_keys == ["state"]
+    algo = Algorithm("mappo", config=small("mappo", use_state=False)).build(env, seed=0)
+    assert algo.learners["walker"].loss.critic.in_keys == [("walker", "observation")]
+    ippo = Algorithm("ippo", config=small("ippo")).build(env, seed=0)
+    assert ippo.learners["walker"].loss.critic.in_keys == [("walker", "observation")]
+
+
+@pytest.mark.parametrize("name", ["mappo", "maddpg", "masac"])
+def test_critic_scope_all_sees_other_groups(name):
+    env = _multi()
+    group = "walker"
+    cfg = small(name, critic_scope="all")
+    algo = Algorithm({group: name, "picker": "ippo"}, config={group: cfg}).build(env, seed=0)
+    loss = algo.learners[group].loss
+    critic = {"mappo": "critic", "maddpg": "value_network"}.get(name)
+    critic = getattr(loss, critic) if critic else loss.qvalue_networks[0]
+    assert ("picker", "observation") in critic.in_keys
+    assert ("walker", "observation") in critic.in_keys
+    td = algo.policy(env.reset())
+    out_key = critic.out_keys[0]
+    v1 = critic(td.clone())[out_key]
+    td2 = td.clone()
+    td2["picker", "observation"] = td2["picker", "observation"] + 1.0  # [4, 3, 4] vs [4, 2, 6]
+    v2 = critic(td2)[out_key]
+    assert v1.shape[:-1] == (4, 2) and not torch.allclose(v1, v2)
+
+
+# ------------------------------------------------------------------ action masks
+@pytest.mark.parametrize("name", ["mappo", "ippo", "masac", "isac", "qmix", "vdn", "iql"])
+def test_discrete_actions_respect_masks_when_sampling_and_in_mode(name):
+    env = MultiAgentFakeEnv(num_envs=16, seed=0)
+    cfg = small(name, **({"eps_init": 1.0} if name in ("qmix", "vdn", "iql") else {}))
+    algo = Algorithm({"picker": name, "walker": "ippo"}, config={"picker": cfg}).build(env, seed=0)
+    for _ in range(5):
+        td = env.reset()
+        with set_interaction_type(InteractionType.RANDOM):
+            sampled = algo.policy(td.clone())["picker", "action"]
+        mode = algo.eval_policy()(td.clone())["picker", "action"]
+        mask = td["picker", "action_mask"]
+        assert mask.gather(-1, sampled.unsqueeze(-1)).all(), name
+        assert mask.gather(-1, mode.unsqueeze(-1)).all(), name
+
+
+@pytest.mark.parametrize("name", ["iql", "vdn", "qmix"])
+def test_target_maximum_is_over_legal_actions(name):
+    env = _multi(8)
+    algo = Algorithm({"picker": name, "walker": "ippo"}, config={"picker": small(name)})
+    algo.build(env, seed=0)
+    learner = algo.learners["picker"]
+    assert learner.loss.tensor_keys.action_mask == ("picker", "action_mask")
+    batch = _batch(algo, env).reshape(-1)
+    # only action 4 (never legal in the fake env, hence never trained) is allowed next
+    only = torch.zeros_like(batch["next", "picker", "action_mask"])
+    only[..., 4] = True
+    masked = batch.clone()
+    masked["next", "picker", "action_mask"] = only
+    with torch.no_grad():
+        err_all = learner.loss(batch.clone())["td_error_mean"]
+        err_masked = learner.loss(masked)["td_error_mean"]
+    assert not torch.allclose(err_all, err_masked)
+
+
+# ------------------------------------------------------------------ agent masks
+def _zero_agent_grads(learner, agent: int) -> list[str]:
+    """Names of per-agent (vectorized) parameters whose slice for ``agent`` got a gradient."""
+    bad = []
+    for name, p in learner.named_parameters():
+        if p.ndim == 3 and p.grad is not None and p.grad[agent].abs().sum() > 0:
+            bad.append(name)
+    return bad
+
+
+@pytest.mark.parametrize(
+    ("name", "group"),
+    [
+        ("ippo", "walker"),
+        ("mappo", "picker"),
+        ("iddpg", "walker"),
+        ("isac", "walker"),
+        ("isac", "picker"),
+        ("iql", "picker"),
+        ("vdn", "picker"),
+        ("qmix", "picker"),
+    ],
+)
+def test_masked_out_agents_do_not_reach_the_gradients(name, group):
+    env = _multi(8, MaskedFakeEnv)
+    extra = {"share_policy_params": False}
+    if name not in ("iql", "vdn", "qmix"):
+        extra["share_critic_params"] = False
+    if name == "mappo":
+        extra["use_state"] = False
+    other = {"walker": "ippo", "picker": "ippo"}
+    algo = Algorithm({**other, group: name}, config={group: small(name, **extra)})
+    algo.build(env, seed=0)
+    learner = algo.learners[group]
+    assert group_infos(env)[group].has_agent_mask
+    if name in ("vdn", "qmix"):  # the loss is on Q_tot: masked agents' Qs are zeroed instead
+        assert isinstance(learner.loss.local_value_network, MaskedAgentValues)
+    else:
+        assert learner.agent_mask_key == (group, "mask")
+    batch = _batch(algo, env).reshape(-1)
+    batch[group, "mask"][:, 0] = False  # agent 0 never acts
+    batch["next", group, "mask"][:, 0] = False
+    td = apply_agent_mask(learner, batch.clone())
+    out = learner.loss(td)
+    learner.optimizer.zero_grad()
+    sum(v for k, v in out.items() if k.startswith("loss_") and v.requires_grad).backward()
+    bad = _zero_agent_grads(learner, 0)
+    assert not bad, bad
+    # the other agents do learn
+    assert any(
+        p.grad is not None and p.grad[1].abs().sum() > 0
+        for p in learner.parameters()
+        if p.ndim == 3
+    )
+
+
+def test_masked_advantage_normalization_ignores_masked_agents():
+    env = _multi(8, MaskedFakeEnv)
+    algo = Algorithm("ippo", config=small("ippo")).build(env, seed=0)
+    learner = algo.learners["walker"]
+    assert learner.loss.normalize_advantage is False  # done by apply_agent_mask instead
+    batch = _batch(algo, env).reshape(-1)
+    mask = batch["walker", "mask"]
+    batch["walker", "advantage"][~mask] = 1e6  # garbage where masked
+    td = apply_agent_mask(learner, batch.clone())
+    adv = td["walker", "advantage"][mask]
+    assert adv.abs().max() < 100
+    assert adv.mean().abs() < 1e-4 and (adv.std() - 1).abs() < 1e-3
+    assert (td["walker", "advantage"][~mask] == 0).all()
+    weight = td["walker", "loss_weight"]
+    assert (weight[~mask] == 0).all() and torch.isclose(weight.mean(), torch.tensor(1.0))
+
+
+# ------------------------------------------------------------------ turn-based (AEC) data
+def test_turn_transitions_link_each_agents_turns():
+    from tensordict import TensorDict
+
+    from marl.algorithms._turns import turn_transitions
+
+    steps, n = 6, 2
+    acting = torch.tensor([[t % 2 == j for j in range(n)] for t in range(steps)])
+    obs = torch.arange(steps * n, dtype=torch.float32).reshape(steps, n, 1)
+    reward = torch.zeros(steps, n, 1)
+    reward[3, 1], reward[3, 0] = 1.0, -1.0  # agent 1 wins on its move at t=3
+    done = torch.zeros(steps, 1, dtype=torch.bool)
+    done[3] = True
+    batch = TensorDict(
+        {
+            "g": {"observation": obs, "mask": acting},
+            "next": {
+                "g": {"observation": obs + 100, "reward": reward},
+                "done": done,
+                "terminated": done.clone(),
+            },
+        },
+        batch_size=[steps],
+    )
+    info = dataclasses.replace(
+        group_infos(MultiAgentFakeEnv(num_envs=2))["picker"],
+        name="g",
+        n_agents=n,
+        batch_dims=0,
+        has_agent_mask=True,
+        turn_based=True,
+    )
+    turn_transitions(batch, info)
+    nxt = batch["next", "g"]
+    assert nxt["observation"][0, 0] == obs[2, 0] and nxt["observation"][1, 1] == obs[3, 1]
+    assert nxt["reward"][2, 0] == -1.0 and nxt["terminated"][2, 0]  # the loser's last turn
+    assert nxt["reward"][3, 1] == 1.0 and nxt["done"][3, 1]
+    assert not nxt["done"][0, 0] and nxt["reward"][0, 0] == 0
+    # turns whose next turn lies beyond the batch are dropped, off-turn steps stay masked
+    assert batch["g", "mask"].tolist() == [
+        [True, False],
+        [False, True],
+        [True, False],
+        [False, True],
+        [False, False],
+        [False, False],
+    ]
+
+
+def test_checkpoint_round_trip_of_marl_learners():
+    algorithm = {"walker": "maddpg", "picker": "qmix"}
+    config = {g: small(a) for g, a in algorithm.items()}
+    algo = Algorithm(algorithm, config=config).build(_multi(), seed=0)
+    Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train()
+    state = algo.state_dict_full()
+    fresh = Algorithm(algorithm, config=config).build(_multi(), seed=1)
+    fresh.load_state_dict_full(state)
+    for (k, a), b in zip(algo.state_dict().items(), fresh.state_dict().values()):
+        assert torch.equal(a, b), k
+
+
+def test_agent_mask_weight_combines_with_priority_weights():
+    env = _multi(8, MaskedFakeEnv)
+    algo = Algorithm({"walker": "isac", "picker": "iql"}, config={"walker": small("isac")})
+    algo.build(env, seed=0)
+    learner = algo.learners["walker"]
+    assert learner.loss.tensor_keys.priority_weight == ("walker", "loss_weight")
+    batch = _batch(algo, env).reshape(-1)
+    batch["priority_weight"] = torch.linspace(0.5, 1.5, batch.numel())
+    td = apply_agent_mask(learner, batch.clone())
+    mask = batch["walker", "mask"].float()
+    expected = mask / mask.mean() * batch["priority_weight"][:, None]
+    assert torch.allclose(td["walker", "loss_weight"], expected)
+
+
+@pytest.mark.parametrize("name", ["mappo", "qmix"])
+def test_runs_on_pettingzoo_groups_with_agent_masks(name):
+    pytest.importorskip("pettingzoo")
+    pytest.importorskip("mpe2")
+    from marl.envs.tasks import make_task
+
+    env = make_task("pettingzoo/simple_spread", seed=0, max_cycles=10)
+    algo = Algorithm(name, config=small(name))
+    logs = Trainer(algo, env, frames_per_batch=50, total_frames=100, seed=0).train()[-1]
+    assert group_infos(env)["agent"].has_agent_mask
+    assert any(k.startswith("train/agent/loss_") for k in logs), sorted(logs)
