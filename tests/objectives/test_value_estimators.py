@@ -161,7 +161,7 @@ def test_truncation_bootstraps_termination_does_not():
 
 
 def test_large_input_multithreaded_matches_torch(monkeypatch):
-    # > 2**20 elements: the kernel splits the rows over threads
+    # > 2**17 elements: the kernel splits the rows over threads
     v, nv, r, done, term = _data((2100, 128, 4, 1), (2100, 128, 1), seed=4)
     adv, _ = value.generalized_advantage_estimate(0.99, 0.95, v, nv, r, done, term, time_dim=-3)
     monkeypatch.setattr(value_mod, "_C", None)
