@@ -20,9 +20,18 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import _action_dim, make_mlp
 from marl.specs import Composite
 
-__all__ = ["CRITIC_SCOPES", "centralized_critic", "centralized_inputs"]
+__all__ = ["CRITIC_SCOPES", "centralized_critic", "centralized_inputs", "check_critic_scope"]
 
 CRITIC_SCOPES = ("group", "all")
+
+
+def check_critic_scope(scope: str) -> str:
+    """Return ``scope`` if it is one of :data:`CRITIC_SCOPES`, else raise ``ValueError``."""
+    if scope not in CRITIC_SCOPES:
+        raise ValueError(f"critic_scope must be one of {CRITIC_SCOPES}, got {scope!r}")
+    return scope
+
+
 """What a centralized critic sees: its group's agents, or every group's agents."""
 
 
@@ -83,8 +92,7 @@ def centralized_inputs(
     Raises:
         ValueError: on an unknown scope.
     """
-    if scope not in CRITIC_SCOPES:
-        raise ValueError(f"unknown critic_scope {scope!r}; expected one of {CRITIC_SCOPES}")
+    check_critic_scope(scope)
     spec = info.env_observation_spec
     b = info.batch_dims
     if scope == "group" and use_state and info.has_state:

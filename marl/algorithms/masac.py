@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import CRITIC_SCOPES, centralized_critic
+from marl.algorithms._critics import centralized_critic, check_critic_scope
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.isac import ISACConfig
 from marl.algorithms.sac import build_sac
@@ -35,10 +35,7 @@ class MASACConfig(ISACConfig):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.critic_scope not in CRITIC_SCOPES:
-            raise ValueError(
-                f"critic_scope must be one of {CRITIC_SCOPES}, got {self.critic_scope!r}"
-            )
+        check_critic_scope(self.critic_scope)
 
 
 def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
