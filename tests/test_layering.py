@@ -16,8 +16,9 @@ ORDER = [
     "objectives",
     "collectors",
     "algorithms",
-    "experiment",
     "report",
+    "experiment",
+    "bench",
 ]
 PEERS = {"envs", "data", "modules", "objectives"}
 RANK = {name: i for i, name in enumerate(ORDER)}

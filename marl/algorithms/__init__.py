@@ -57,7 +57,13 @@ from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.sac import SACConfig
 from marl.algorithms.td3 import TD3Config
-from marl.algorithms.trainer import Trainer, TrainerCallback, evaluate
+from marl.algorithms.trainer import (
+    EvalEpisodes,
+    Trainer,
+    TrainerCallback,
+    evaluate,
+    evaluate_episodes,
+)
 from marl.algorithms.vdn import VDNConfig
 
 __all__ = [
@@ -67,6 +73,7 @@ __all__ = [
     "AlgorithmSpec",
     "DDPGConfig",
     "DQNConfig",
+    "EvalEpisodes",
     "GroupInfo",
     "GroupLearner",
     "IDDPGConfig",
@@ -84,6 +91,7 @@ __all__ = [
     "TrainerCallback",
     "VDNConfig",
     "evaluate",
+    "evaluate_episodes",
     "get_algorithm",
     "group_infos",
     "list_algorithms",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -20,7 +21,7 @@ from marl.algorithms.base import Algorithm
 from marl.collectors import Collector
 from marl.envs.common import EnvBase
 
-__all__ = ["Trainer", "TrainerCallback", "evaluate"]
+__all__ = ["EvalEpisodes", "Trainer", "TrainerCallback", "evaluate", "evaluate_episodes"]
 
 Logs = dict[str, float]
 
@@ -42,15 +43,38 @@ def _put(logs: Logs, scope: str, prefix: tuple[str, ...], name: str, value: floa
     logs[f"{scope}/{_label(prefix)}/{name}" if prefix else f"{scope}/{name}"] = value
 
 
+@dataclass
+class EvalEpisodes:
+    """Per-episode results of :func:`evaluate_episodes`.
+
+    Attributes:
+        returns: each episode's return (mean over groups of the agent-mean return).
+        group_returns: ``{group: [return per episode]}`` for grouped rewards.
+        lengths: each episode's length in env steps.
+    """
+
+    returns: list[float]
+    group_returns: dict[str, list[float]]
+    lengths: list[int]
+
+    def logs(self) -> Logs:
+        """``eval/episode_reward``, ``eval/<group>/episode_reward``, ``eval/episode_length``."""
+        logs: Logs = {"eval/episode_reward": sum(self.returns) / len(self.returns)}
+        for group, values in self.group_returns.items():
+            logs[f"eval/{group}/episode_reward"] = sum(values) / len(values)
+        logs["eval/episode_length"] = sum(self.lengths) / len(self.lengths)
+        return logs
+
+
 @torch.no_grad()
-def evaluate(
+def evaluate_episodes(
     env: EnvBase,
     policy: Callable[[TensorDictBase], TensorDictBase],
     episodes: int = 10,
     max_steps: int = 100_000,
     deterministic: bool = True,
-) -> Logs:
-    """Mean return of ``policy`` over complete episodes on ``env``.
+) -> EvalEpisodes:
+    """Run ``policy`` on ``env`` until every sub-env finished its share of episodes.
 
     Every sub-env runs the same number of episodes (``ceil(episodes / num_envs)``),
     so short episodes are not over-represented. Rewards are averaged over a group's
@@ -64,24 +88,25 @@ def evaluate(
         deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
 
     Returns:
-        ``eval/episode_reward`` (the mean over groups), ``eval/<group>/episode_reward``
-        for each group, and ``eval/episode_length``.
+        The returns and lengths of every finished episode.
+
+    Raises:
+        RuntimeError: when no episode ends within ``max_steps``.
 
     Examples:
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = SingleAgentFakeEnv(num_envs=4, seed=0)
-        >>> logs = evaluate(env, env.rand_action, episodes=4)
-        >>> sorted(logs)
-        ['eval/episode_length', 'eval/episode_reward']
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> env = MultiAgentFakeEnv(num_envs=4, seed=0)
+        >>> result = evaluate_episodes(env, env.rand_action, episodes=4)
+        >>> len(result.returns), sorted(result.group_returns)
+        (4, ['picker', 'walker'])
     """
     n = max(1, env.batch_size.numel())
     per_env = math.ceil(episodes / n)
     prefixes = _reward_prefixes(env)
     running = torch.zeros(len(prefixes), n)
-    length = torch.zeros(n)
-    sums = torch.zeros(len(prefixes))
-    length_sum = 0.0
+    length = torch.zeros(n, dtype=torch.long)
     count = torch.zeros(n, dtype=torch.long)
+    finished: list[tuple[torch.Tensor, int]] = []
     mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
     td = env.reset()
     with set_interaction_type(mode):
@@ -94,25 +119,56 @@ def evaluate(
             length += 1
             done = td.get(("next", "done")).reshape(n).cpu()
             keep = done & (count < per_env)
-            if keep.any():
-                sums += running[:, keep].sum(-1)
-                length_sum += float(length[keep].sum())
+            for j in keep.nonzero().flatten().tolist():
+                finished.append((running[:, j].clone(), int(length[j])))
             count += done.long()
             running[:, done] = 0.0
-            length[done] = 0.0
+            length[done] = 0
             if bool((count >= per_env).all()):
                 break
             td = root
-    total = float((count.clamp(max=per_env)).sum())
-    if total == 0:
+    if not finished:
         raise RuntimeError(f"evaluate: no episode ended within max_steps={max_steps}")
-    means = sums / total
-    logs: Logs = {"eval/episode_reward": float(means.mean())}
-    for prefix, value in zip(prefixes, means.tolist()):
-        if prefix:
-            _put(logs, "eval", prefix, "episode_reward", value)
-    logs["eval/episode_length"] = length_sum / total
-    return logs
+    group_returns = {
+        _label(prefix): [float(r[i]) for r, _ in finished]
+        for i, prefix in enumerate(prefixes)
+        if prefix
+    }
+    return EvalEpisodes(
+        returns=[float(r.mean()) for r, _ in finished],
+        group_returns=group_returns,
+        lengths=[n_steps for _, n_steps in finished],
+    )
+
+
+def evaluate(
+    env: EnvBase,
+    policy: Callable[[TensorDictBase], TensorDictBase],
+    episodes: int = 10,
+    max_steps: int = 100_000,
+    deterministic: bool = True,
+) -> Logs:
+    """Mean return of ``policy`` over complete episodes on ``env``.
+
+    Args:
+        env: the evaluation env (reset here; a separate env from the training one).
+        policy: ``td -> td`` writing every action.
+        episodes: minimum number of episodes.
+        max_steps: safety cap on env steps.
+        deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
+
+    Returns:
+        ``eval/episode_reward`` (the mean over groups), ``eval/<group>/episode_reward``
+        for each group, and ``eval/episode_length``; see :func:`evaluate_episodes`.
+
+    Examples:
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, seed=0)
+        >>> logs = evaluate(env, env.rand_action, episodes=4)
+        >>> sorted(logs)
+        ['eval/episode_length', 'eval/episode_reward']
+    """
+    return evaluate_episodes(env, policy, episodes, max_steps, deterministic).logs()
 
 
 class TrainerCallback:
@@ -152,6 +208,7 @@ class Trainer:
         eval_env: a separate env for evaluation (``None``: no evaluation).
         eval_interval: frames between evaluations (``None``: only at the end).
         eval_episodes: episodes per evaluation.
+        eval_deterministic: evaluate the policy's mode (no exploration).
         callbacks: :class:`TrainerCallback` objects.
         log_fn: called with each iteration's logs.
         seed: seeds torch's global generator (before the networks are built).
@@ -179,6 +236,7 @@ class Trainer:
         eval_env: EnvBase | None = None,
         eval_interval: int | None = None,
         eval_episodes: int = 10,
+        eval_deterministic: bool = True,
         callbacks: Sequence[TrainerCallback] = (),
         log_fn: Callable[[Logs], None] | None = None,
         seed: int | None = None,
@@ -199,6 +257,8 @@ class Trainer:
         self.eval_env = eval_env
         self.eval_interval = eval_interval
         self.eval_episodes = eval_episodes
+        self.eval_deterministic = eval_deterministic
+        self.last_evaluation: EvalEpisodes | None = None
         self.callbacks = list(callbacks)
         self.log_fn = log_fn
         self.collector = (
@@ -233,7 +293,14 @@ class Trainer:
         if self.eval_env is None:
             raise RuntimeError("Trainer.evaluate needs an eval_env")
         start = time.perf_counter()
-        logs = evaluate(self.eval_env, self.algorithm.eval_policy(), self.eval_episodes)
+        result = evaluate_episodes(
+            self.eval_env,
+            self.algorithm.eval_policy(),
+            self.eval_episodes,
+            deterministic=self.eval_deterministic,
+        )
+        self.last_evaluation = result
+        logs = result.logs()
         logs["time/eval"] = time.perf_counter() - start
         self._last_eval_frames = self.frames
         for cb in self.callbacks:

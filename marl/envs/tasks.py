@@ -52,6 +52,7 @@ _WRAPPER_ARGS = {
         "done_on_any",
         "categorical_actions",
         "device",
+        "render_mode",
     },
     "gymnasium": {
         "env_id",
@@ -60,6 +61,7 @@ _WRAPPER_ARGS = {
         "categorical_action_encoding",
         "vectorization_mode",
         "device",
+        "render_mode",
     },
 }
 

@@ -150,6 +150,18 @@ class RunResults:
         for group, values in (group_returns or {}).items():
             self._absolute[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/return")
 
+    def truncate(self, max_step_count: int) -> None:
+        """Drop the evaluations after ``max_step_count`` frames (a resumed run redoes them).
+
+        Examples:
+            >>> run = RunResults("vmas", "navigation", "mappo", seed=0)
+            >>> run.add_evaluation(100, [1.0]); run.add_evaluation(200, [2.0])
+            >>> run.truncate(150); run.num_evaluations
+            1
+        """
+        self._steps = [s for s in self._steps if s[STEP_COUNT_KEY] <= max_step_count]
+        self._absolute = {}
+
     @property
     def num_evaluations(self) -> int:
         """How many evaluations were added."""

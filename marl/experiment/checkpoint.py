@@ -1,0 +1,137 @@
+"""Atomic checkpoints: a run killed at any moment leaves a loadable ``latest.pt``.
+
+Each checkpoint is written to a temporary file in the same folder, flushed to
+disk, then renamed over its final name (``os.replace`` is atomic on POSIX).
+``latest.pt`` is a hard link to the newest ``checkpoint_<frames>.pt``, made the
+same way, so it costs no extra disk space and always names a complete file.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+__all__ = ["CheckpointManager", "atomic_save", "load_checkpoint", "rng_state", "set_rng_state"]
+
+_NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
+
+
+def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
+    """``torch.save`` to ``path`` through a temp file and a rename.
+
+    Examples:
+        >>> import tempfile
+        >>> path = atomic_save({"a": 1}, Path(tempfile.mkdtemp()) / "x.pt")
+        >>> torch.load(path)["a"]
+        1
+    """
+    path = Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Load a checkpoint written by :class:`CheckpointManager`.
+
+    Raises:
+        FileNotFoundError: naming the path.
+        ValueError: when the file is not a marl checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"experiment.restore_file: no checkpoint at {path}")
+    state = torch.load(path, map_location="cpu", weights_only=False)
+    if not isinstance(state, dict) or "trainer" not in state:
+        raise ValueError(
+            f"{path} is not a marl experiment checkpoint (expected a dict with 'trainer', "
+            f"got {type(state).__name__} with keys {list(state)[:5] if isinstance(state, dict) else '-'})"
+        )
+    return state
+
+
+def rng_state() -> dict[str, Any]:
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) generators."""
+    state: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": np.random.get_state(),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Restore :func:`rng_state`."""
+    random.setstate(state["python"])
+    np.random.set_state(state["numpy"])
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+class CheckpointManager:
+    """Writes ``checkpoint_<frames>.pt`` files and ``latest.pt`` in one folder.
+
+    Args:
+        folder: where checkpoints go (created).
+        keep: how many numbered checkpoints to keep (the oldest are removed).
+
+    Examples:
+        >>> import tempfile
+        >>> manager = CheckpointManager(tempfile.mkdtemp(), keep=2)
+        >>> for frames in (100, 200, 300):
+        ...     _ = manager.save({"trainer": {"frames": frames}}, frames)
+        >>> [p.name for p in manager.checkpoints()]
+        ['checkpoint_200.pt', 'checkpoint_300.pt']
+        >>> load_checkpoint(manager.latest)["trainer"]["frames"]
+        300
+    """
+
+    def __init__(self, folder: str | os.PathLike[str], keep: int = 3) -> None:
+        if keep < 1:
+            raise ValueError(f"keep must be >= 1, got {keep}")
+        self.folder = Path(folder)
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.keep = keep
+
+    @property
+    def latest(self) -> Path:
+        """``<folder>/latest.pt``."""
+        return self.folder / "latest.pt"
+
+    def checkpoints(self) -> list[Path]:
+        """Numbered checkpoints, oldest first."""
+        found = [(int(m.group(1)), p) for p in self.folder.iterdir() if (m := _NAME.match(p.name))]
+        return [p for _, p in sorted(found)]
+
+    def save(self, state: dict[str, Any], frames: int) -> Path:
+        """Write ``checkpoint_<frames>.pt`` atomically, point ``latest.pt`` at it, prune."""
+        path = atomic_save(state, self.folder / f"checkpoint_{int(frames)}.pt")
+        tmp = self.folder / f".latest.pt.tmp-{os.getpid()}"
+        if tmp.exists():
+            tmp.unlink()
+        try:
+            os.link(path, tmp)
+        except OSError:  # file systems without hard links: a second atomic write
+            atomic_save(state, self.latest)
+        else:
+            os.replace(tmp, self.latest)
+        for old in self.checkpoints()[: -self.keep]:
+            old.unlink()
+        return path

@@ -1,0 +1,194 @@
+"""Typed configs of an experiment: how long, where, what to log, when to save.
+
+The hydra CLI (``marl-run``) fills these dataclasses from the YAML files shipped
+in ``marl/conf/``; the Python API takes them directly. Every field has one
+docstring, and :meth:`ExperimentConfig.validate` turns a bad value into an error
+that names the field, what was expected and what was given.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["ExperimentConfig", "ModelConfig", "config_from_dict"]
+
+LOGGERS = ("csv", "wandb", "tensorboard")
+
+
+@dataclass
+class ExperimentConfig:
+    """How an :class:`~marl.experiment.Experiment` runs: devices, frames, evaluation,
+    logging and checkpoints.
+
+    Examples:
+        >>> ExperimentConfig(total_frames=12_000).validate().frames_per_batch
+        6000
+        >>> ExperimentConfig(loggers=["csv", "mlflow"]).validate()
+        Traceback (most recent call last):
+        ...
+        ValueError: experiment.loggers: unknown logger 'mlflow'; available: ['csv', 'wandb', 'tensorboard']
+    """
+
+    # --- devices -------------------------------------------------------------
+    sampling_device: str = "cpu"
+    """Device the env steps and the collection policy run on (``"cuda"`` for VMAS on a GPU)."""
+    train_device: str = "cpu"
+    """Device the networks are trained on; batches are moved there before the update."""
+    buffer_device: str = "cpu"
+    """Device of the off-policy replay buffers (on-policy batches stay on ``train_device``)."""
+
+    # --- frames --------------------------------------------------------------
+    num_envs: int | None = None
+    """Vectorized envs for collection (``None``: 60 for on-policy, 10 for off-policy algorithms;
+    PettingZoo and Gymnasium tasks use ``min(that, 8)`` since they step on the CPU one by one)."""
+    frames_per_batch: int = 6_000
+    """Frames (env steps x envs) collected per training iteration."""
+    total_frames: int = 500_000
+    """Stop after this many frames; a resumed run continues counting toward it."""
+    init_random_frames: int = 0
+    """The first frames are collected with uniformly random actions (off-policy warm-up)."""
+
+    # --- evaluation ----------------------------------------------------------
+    evaluation: bool = True
+    """Evaluate on a separate env during and at the end of training."""
+    evaluation_interval: int = 100_000
+    """Frames between evaluations."""
+    evaluation_episodes: int = 10
+    """Episodes per evaluation (run in parallel over ``evaluation_episodes`` envs when possible)."""
+    evaluation_deterministic: bool = True
+    """Evaluate the mode of the policy (no exploration noise)."""
+    render: bool = True
+    """Record one evaluation episode per evaluation to ``videos/*.mp4`` where the env renders."""
+
+    # --- logging -------------------------------------------------------------
+    loggers: list[str] = field(default_factory=lambda: ["csv"])
+    """Any of ``csv`` (always cheap), ``wandb`` (honours ``WANDB_MODE=offline``), ``tensorboard``."""
+    project_name: str = "marl"
+    """wandb project name (and tensorboard run prefix)."""
+    save_folder: str | None = None
+    """Output folder; ``None``: the current directory (``marl-run`` changes into hydra's run dir)."""
+    progress: bool = True
+    """Show a progress bar on a terminal; elsewhere print a status line every ``log_interval_s``."""
+    log_interval_s: float = 30.0
+    """Seconds between status lines when the output is not a terminal."""
+
+    # --- checkpoints ---------------------------------------------------------
+    checkpoint_interval: int = 100_000
+    """Frames between checkpoints (0: none during training)."""
+    keep_checkpoints: int = 3
+    """Keep only the newest N ``checkpoint_<frames>.pt`` files (``latest.pt`` is always kept)."""
+    checkpoint_at_end: bool = True
+    """Write a checkpoint when training ends."""
+    checkpoint_buffers: bool = False
+    """Also save replay buffers (large; without them an off-policy run refills after a resume)."""
+    restore_file: str | None = None
+    """A checkpoint to resume from: training continues from its frame count, not from zero."""
+
+    def validate(self) -> ExperimentConfig:
+        """Check every field; return ``self``.
+
+        Raises:
+            ValueError: naming the field, the expected values and the given one.
+        """
+
+        def need(ok: bool, name: str, expected: str) -> None:
+            if not ok:
+                raise ValueError(
+                    f"experiment.{name}: expected {expected}, got {getattr(self, name)!r}"
+                )
+
+        need(self.frames_per_batch >= 1, "frames_per_batch", "an integer >= 1")
+        need(self.total_frames >= 1, "total_frames", "an integer >= 1")
+        need(self.init_random_frames >= 0, "init_random_frames", "an integer >= 0")
+        need(self.num_envs is None or self.num_envs >= 1, "num_envs", "None or an integer >= 1")
+        need(self.evaluation_interval >= 1, "evaluation_interval", "an integer >= 1")
+        need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
+        need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
+        need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
+        need(self.log_interval_s > 0, "log_interval_s", "a number > 0")
+        if isinstance(self.loggers, str):
+            self.loggers = [self.loggers]
+        for name in self.loggers:
+            if name not in LOGGERS:
+                raise ValueError(
+                    f"experiment.loggers: unknown logger {name!r}; available: {list(LOGGERS)}"
+                )
+        return self
+
+
+@dataclass
+class ModelConfig:
+    """Network sizes shared by every algorithm; ``None`` keeps the algorithm's own default.
+
+    The fields map onto the algorithm config: ``actor_cells``/``critic_cells`` (or
+    ``cells`` for the Q-network of value-based algorithms), ``activation``, and the
+    parameter sharing of actors and critics across a group's agents.
+
+    Examples:
+        >>> ModelConfig(actor_cells=[128, 128]).algorithm_overrides(
+        ...     {"actor_cells", "critic_cells", "activation"})
+        {'actor_cells': (128, 128)}
+        >>> ModelConfig(actor_cells=[32]).algorithm_overrides({"cells", "activation"})
+        {'cells': (32,)}
+    """
+
+    actor_cells: list[int] | None = None
+    """Hidden sizes of the policy (and of the Q-network of DQN, IQL, VDN and QMIX)."""
+    critic_cells: list[int] | None = None
+    """Hidden sizes of the value or Q critic."""
+    activation: str | None = None
+    """``"tanh"``, ``"relu"``, ``"elu"``, ...; ``None``: the algorithm's default."""
+    share_policy_params: bool | None = None
+    """One set of policy parameters for all agents of a group (``False``: one per agent)."""
+    share_critic_params: bool | None = None
+    """One set of critic parameters for all agents of a group."""
+
+    def algorithm_overrides(self, fields: set[str]) -> dict[str, Any]:
+        """The algorithm-config entries this model sets, among the algorithm's ``fields``."""
+        out: dict[str, Any] = {}
+        if self.actor_cells is not None:
+            key = "actor_cells" if "actor_cells" in fields else "cells"
+            out[key] = tuple(int(c) for c in self.actor_cells)
+        if self.critic_cells is not None and "critic_cells" in fields:
+            out["critic_cells"] = tuple(int(c) for c in self.critic_cells)
+        if self.activation is not None:
+            out["activation"] = self.activation
+        for name in ("share_policy_params", "share_critic_params"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if name in fields:
+                out[name] = value
+            elif name == "share_policy_params" and "share_params" in fields:
+                out["share_params"] = value  # single-agent algorithms: one switch
+        unknown = set(out) - fields
+        if unknown:
+            raise ValueError(f"model: the algorithm has no field(s) {sorted(unknown)}")
+        return out
+
+
+def config_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:
+    """Build dataclass ``cls`` from a mapping, rejecting unknown keys with the valid ones.
+
+    Examples:
+        >>> config_from_dict(ModelConfig, {"activation": "relu"}, "model").activation
+        'relu'
+        >>> config_from_dict(ModelConfig, {"cellz": [1]}, "model")
+        Traceback (most recent call last):
+        ...
+        ValueError: model: unknown field(s) ['cellz']; valid: ['activation', 'actor_cells', 'critic_cells', 'share_critic_params', 'share_policy_params']
+    """
+    if values is None:
+        return cls()
+    if isinstance(values, cls):
+        return values
+    if not isinstance(values, Mapping):
+        raise TypeError(f"{where}: expected a mapping or {cls.__name__}, got {type(values)}")
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    unknown = sorted(set(values) - names)
+    if unknown:
+        raise ValueError(f"{where}: unknown field(s) {unknown}; valid: {sorted(names)}")
+    return cls(**{k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in values.items()})

@@ -1,0 +1,126 @@
+"""Progress display: a tqdm bar on a terminal, timed status lines elsewhere.
+
+Both show frames, frames per second, the last training (and evaluation)
+episode reward and the time left. Status lines go through the
+``marl.experiment`` logger, so under ``marl-run`` they also land in hydra's
+run log.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import sys
+import time
+from typing import Any
+
+from marl.algorithms.trainer import Trainer, TrainerCallback
+
+__all__ = ["ProgressCallback", "format_duration"]
+
+log = logging.getLogger("marl.experiment")
+
+
+def format_duration(seconds: float) -> str:
+    """``"1h02m"``, ``"3m05s"`` or ``"42s"``.
+
+    Examples:
+        >>> format_duration(3725), format_duration(185), format_duration(42.4)
+        ('1h02m', '3m05s', '42s')
+    """
+    if not math.isfinite(seconds):
+        return "?"
+    s = round(seconds)
+    if s >= 3600:
+        return f"{s // 3600}h{(s % 3600) // 60:02d}m"
+    if s >= 60:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s}s"
+
+
+class ProgressCallback(TrainerCallback):
+    """Show training progress.
+
+    Args:
+        enabled: ``False`` shows nothing.
+        log_interval_s: seconds between status lines when not on a terminal.
+        stream: where the bar goes (default ``sys.stderr``); a bar is used only
+            when it is a TTY.
+    """
+
+    def __init__(self, enabled: bool = True, log_interval_s: float = 30.0, stream: Any = None):
+        self.enabled = enabled
+        self.log_interval_s = log_interval_s
+        self.stream = stream if stream is not None else sys.stderr
+        self._bar: Any = None
+        self._start = 0.0
+        self._start_frames = 0
+        self._last_line = 0.0
+        self._reward = math.nan
+        self._eval = math.nan
+        self._logged_frames = -1
+
+    def _use_bar(self) -> bool:
+        isatty = getattr(self.stream, "isatty", None)
+        if not (callable(isatty) and isatty()):
+            return False
+        try:
+            import tqdm  # noqa: F401
+        except ImportError:
+            return False
+        return True
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        """Open the bar at the (possibly restored) frame count."""
+        self._start = self._last_line = time.perf_counter()
+        self._start_frames = trainer.frames
+        if self.enabled and self._use_bar():
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(
+                total=trainer.total_frames,
+                initial=trainer.frames,
+                unit="frames",
+                unit_scale=True,
+                dynamic_ncols=True,
+                file=self.stream,
+                smoothing=0.1,
+            )
+
+    def status(self, trainer: Trainer) -> str:
+        """One status line: frames, fps, rewards, elapsed and ETA."""
+        elapsed = time.perf_counter() - self._start
+        done = trainer.frames - self._start_frames
+        fps = done / elapsed if elapsed > 0 else math.nan
+        left = (trainer.total_frames - trainer.frames) / fps if fps and fps > 0 else math.nan
+        pct = 100.0 * trainer.frames / trainer.total_frames
+        return (
+            f"frames {trainer.frames}/{trainer.total_frames} ({pct:.0f}%) | {fps:,.0f} frames/s | "
+            f"reward {self._reward:.3f} | eval {self._eval:.3f} | "
+            f"elapsed {format_duration(elapsed)} | ETA {format_duration(left)}"
+        )
+
+    def on_iteration_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        """Advance the bar, or log a status line every ``log_interval_s``."""
+        self._reward = logs.get("train/episode_reward", self._reward)
+        self._eval = logs.get("eval/episode_reward", self._eval)
+        if not self.enabled:
+            return
+        if self._bar is not None:
+            self._bar.update(trainer.frames - self._bar.n)
+            self._bar.set_postfix(reward=f"{self._reward:.3f}", eval=f"{self._eval:.3f}")
+            return
+        now = time.perf_counter()
+        if now - self._last_line >= self.log_interval_s or trainer.frames >= trainer.total_frames:
+            self._last_line = now
+            self._logged_frames = trainer.frames
+            log.info(self.status(trainer))
+
+    def on_train_end(self, trainer: Trainer) -> None:
+        """Close the bar and log the final status."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+            return
+        if self.enabled and (self._logged_frames != trainer.frames or self._logged_frames < 0):
+            log.info(self.status(trainer))
