@@ -35,7 +35,7 @@ import torch
 
 from marl.algorithms import Algorithm, Trainer, TrainerCallback, get_algorithm
 from marl.collectors import Collector
-from marl.envs import list_tasks, make_task
+from marl.envs import RewardSum, TransformedEnv, list_tasks, make_task
 from marl.envs.common import EnvBase
 from marl.experiment.checkpoint import (
     CheckpointManager,
@@ -186,6 +186,8 @@ class Experiment:
     def _algorithm_config(self, name: str, overrides: Any) -> Any:
         """The algorithm config with the model and the buffer device applied."""
         spec = get_algorithm(name)  # raises with the list of algorithms
+        if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
+            overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         config = spec.make_config(overrides)
         fields = {f.name for f in dataclasses.fields(config) if f.init}
         changes = self.model.algorithm_overrides(fields)
@@ -210,7 +212,13 @@ class Experiment:
         """Build the task (training, evaluation, or a one-env ``render`` variant)."""
         device = self.config.sampling_device
         if not isinstance(self.task, str):
-            return self.task(num_envs=num_envs or 1, seed=seed, device=device)
+            env = self.task(num_envs=num_envs or 1, seed=seed, device=device)
+            if not isinstance(env, EnvBase):
+                raise TypeError(f"the task factory must return an EnvBase, got {type(env)}")
+            leaves = env.observation_spec.keys(True, True)
+            if not any((k[-1] if isinstance(k, tuple) else k) == "episode_reward" for k in leaves):
+                env = TransformedEnv(env, RewardSum())  # episode returns for the logs
+            return env
         overrides = dict(self.task_overrides)
         family = self.task_name.split("/")[0]
         if render and family != "vmas":
