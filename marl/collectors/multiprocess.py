@@ -438,7 +438,8 @@ class MultiAsyncCollector(_MultiCollector):
         total_frames: frames to yield in all (rounded up to whole batches with
             a warning); ``-1`` never stops. Batches still in flight at the end
             are discarded.
-        **kwargs: the other arguments of :class:`MultiSyncCollector`.
+
+    The other arguments are those of :class:`MultiSyncCollector`.
 
     Examples:
         >>> from marl.collectors import MultiAsyncCollector

@@ -59,13 +59,11 @@ class SumTree(abc.ABC):  # noqa: B024 - a virtual base: isinstance via register(
     finite and non-negative (``ValueError`` otherwise); indices must lie in
     ``[0, capacity)`` (``IndexError`` otherwise). A failed call changes nothing.
 
-    Args:
-        capacity: number of leaves, 1 to 2**40.
-        dtype: ``torch.float32`` (default) or ``torch.float64``, or numpy/string
-            equivalents.
+    Constructor arguments (it returns the compiled tree):
 
-    Returns:
-        The compiled tree.
+    - ``capacity``: number of leaves, 1 to 2**40.
+    - ``dtype``: ``torch.float32`` (default) or ``torch.float64``, or numpy/string
+      equivalents.
 
     Examples:
         >>> import numpy as np
@@ -90,12 +88,10 @@ class MinTree(abc.ABC):  # noqa: B024 - a virtual base: isinstance via register(
     identity of min), so unwritten slots never win. Same validation rules as
     :class:`SumTree`.
 
-    Args:
-        capacity: number of leaves, 1 to 2**40.
-        dtype: ``torch.float32`` (default) or ``torch.float64``.
+    Constructor arguments (it returns the compiled tree):
 
-    Returns:
-        The compiled tree.
+    - ``capacity``: number of leaves, 1 to 2**40.
+    - ``dtype``: ``torch.float32`` (default) or ``torch.float64``.
 
     Examples:
         >>> tree = MinTree(8, torch.float64)

@@ -86,11 +86,13 @@ def test_unknown_task_lists_the_available_ones(tmp_path):
     assert "vmas/navigation" in proc.stderr
 
 
-@pytest.mark.parametrize("launcher", ["basic", "joblib"])
+@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_local"])
 def test_multirun_over_seeds(tmp_path, launcher):
     args = ["-m", "seed=0,1", *DEBUG, "experiment.evaluation=false", f"hydra.sweep.dir={tmp_path}"]
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    elif launcher == "submitit_local":
+        args += ["hydra/launcher=submitit_local"]
     marl_run(*args)
     runs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name[0].isdigit())
     assert [p.name for p in runs] == [
