@@ -241,6 +241,48 @@ def bench_overhead(make_env, steps: int, reps: int) -> dict[str, float]:
     }
 
 
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed`` (``quick``: VMAS at 512 envs and overhead only)."""
+    rows = []
+    for num_envs, reps in ((512, 2),) if quick else ((4096, 4), (512, 9)):
+        r = bench_vmas(num_envs, reps)
+        rows.append(
+            {
+                "name": f"Collector, VMAS navigation {num_envs} envs + MLP",
+                "value": r["collector_fps"],
+                "unit": "frames/s",
+                "baseline_name": "hand-written vmas loop",
+                "baseline_value": r["hand_fps"],
+                "ratio": r["ratio"],  # the median of paired ratios
+            }
+        )
+    if not quick:
+        r = bench_cartpole(6)
+        rows.append(
+            {
+                "name": "MultiSyncCollector(2 workers), CartPole 8 envs",
+                "value": r["multisync_fps"],
+                "unit": "frames/s",
+                "baseline_name": "Collector(SerialEnv(8))",
+                "baseline_value": r["serial_fps"],
+            }
+        )
+    from marl.testing import SingleAgentFakeEnv
+
+    r = bench_overhead(lambda: SingleAgentFakeEnv(num_envs=8), 100, 3 if quick else 7)
+    rows.append(
+        {
+            "name": "Collector step, SingleAgentFakeEnv(8)",
+            "value": r["collector_us"],
+            "unit": "us/step",
+            "baseline_name": "env.step alone",
+            "baseline_value": r["env_step_us"],
+            "higher_is_better": False,
+        }
+    )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="a few batches only (smoke run)")

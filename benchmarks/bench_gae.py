@@ -106,7 +106,8 @@ def timeit_pair(fn_a, fn_b, repeats, device):
     return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
-def run_case(name, sv, se, tdim, device, repeats):
+def measure_case(sv, se, tdim, device, repeats):
+    """Median ms of marl's GAE, of the plain loop, and of the best-case loop (paired)."""
     value, next_value, reward, done, term = make(sv, se, device)
     t = len(sv) + tdim
     loop_inputs = prepare_loop_inputs(value, next_value, reward, done, term, t)
@@ -126,12 +127,41 @@ def run_case(name, sv, se, tdim, device, repeats):
     torch.testing.assert_close(ours()[0], plain()[0], rtol=1e-4, atol=1e-4)
     ms_ours, ms_plain = timeit_pair(ours, plain, repeats, device)
     ms_ours2, ms_loop = timeit_pair(ours, base, repeats, device)
+    return {"ours": ms_ours, "plain": ms_plain, "ours2": ms_ours2, "loop": ms_loop}
+
+
+def run_case(name, sv, se, tdim, device, repeats):
+    m = measure_case(sv, se, tdim, device, repeats)
     print(
-        f"GAE {name:>18}: marl {ms_ours:7.3f} ms | plain torch loop {ms_plain:7.3f} ms "
-        f"| speed-up {ms_plain / ms_ours:5.1f}x   (loop on time-major inputs prepared "
-        f"outside the timing: {ms_loop:.3f} ms vs marl {ms_ours2:.3f} ms, "
-        f"{ms_loop / ms_ours2:.1f}x)"
+        f"GAE {name:>18}: marl {m['ours']:7.3f} ms | plain torch loop {m['plain']:7.3f} ms "
+        f"| speed-up {m['plain'] / m['ours']:5.1f}x   (loop on time-major inputs prepared "
+        f"outside the timing: {m['loop']:.3f} ms vs marl {m['ours2']:.3f} ms, "
+        f"{m['loop'] / m['ours2']:.1f}x)"
     )
+
+
+CASES = [
+    ("[256, 128, 1]", (256, 128, 1), (256, 128, 1), -2),
+    ("[600, 100, 4, 1]", (600, 100, 4, 1), (600, 100, 1), -3),
+]
+
+
+def run(quick: bool = False, device: str = "cpu") -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: marl's GAE vs the plain loop, per shape."""
+    rows = []
+    for name, sv, se, tdim in CASES:
+        m = measure_case(sv, se, tdim, device, 30 if quick else 300)
+        rows.append(
+            {
+                "name": f"GAE {name}",
+                "value": m["ours"],
+                "unit": "ms",
+                "baseline_name": "plain torch loop over time",
+                "baseline_value": m["plain"],
+                "higher_is_better": False,
+            }
+        )
+    return rows
 
 
 def main() -> None:
@@ -140,11 +170,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=300)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, device {args.device}")
-    cases = [
-        ("[256, 128, 1]", (256, 128, 1), (256, 128, 1), -2),
-        ("[600, 100, 4, 1]", (600, 100, 4, 1), (600, 100, 1), -3),
-    ]
-    for name, sv, se, tdim in cases:
+    for name, sv, se, tdim in CASES:
         run_case(name, sv, se, tdim, args.device, args.repeats)
 
 

@@ -47,7 +47,8 @@ def timeit_pair(fn_a, fn_b, repeats: int, device: str) -> tuple[float, float]:
     return statistics.median(times[0]) * 1e3, statistics.median(times[1]) * 1e3
 
 
-def run(num_cells: int, device: str, repeats: int, batch: int = BATCH) -> None:
+def measure(num_cells: int, device: str, repeats: int, batch: int = BATCH) -> tuple[float, float]:
+    """Median ms of one forward+backward: (MultiAgentMLP, loop of MLPs), timed in pairs."""
     torch.manual_seed(0)
     vectorized = MultiAgentMLP(
         N_IN,
@@ -70,7 +71,11 @@ def run(num_cells: int, device: str, repeats: int, batch: int = BATCH) -> None:
         out = torch.stack([mlp(x[:, i]) for i, mlp in enumerate(loop)], dim=-2)
         out.square().mean().backward()
 
-    ms_vec, ms_loop = timeit_pair(fwd_bwd_vectorized, fwd_bwd_loop, repeats, device)
+    return timeit_pair(fwd_bwd_vectorized, fwd_bwd_loop, repeats, device)
+
+
+def report(num_cells: int, device: str, repeats: int, batch: int = BATCH) -> None:
+    ms_vec, ms_loop = measure(num_cells, device, repeats, batch)
     print(
         f"{device:>4} batch {batch:5d} 2x{num_cells:<4d}: MultiAgentMLP {ms_vec:8.3f} ms | "
         f"loop of {N_AGENTS} MLPs {ms_loop:8.3f} ms | speed-up {ms_loop / ms_vec:5.2f}x"
@@ -84,9 +89,32 @@ def main() -> None:
     args = parser.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}")
     for num_cells in (64, 256):
-        run(num_cells, args.device, args.repeats)
+        report(num_cells, args.device, args.repeats)
     # small batches (e.g. acting in few envs) are overhead-bound: vectorization pays most
-    run(64, args.device, args.repeats * 4, batch=64)
+    report(64, args.device, args.repeats * 4, batch=64)
+
+
+def run(quick: bool = False, device: str | None = None) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: MultiAgentMLP vs a loop of MLPs."""
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    repeats = 5 if quick else 30
+    cases = [(64, BATCH, repeats), (256, BATCH, repeats), (64, 64, repeats * 4)]
+    if quick:
+        cases = [cases[0], cases[2]]
+    rows = []
+    for num_cells, batch, reps in cases:
+        ms_vec, ms_loop = measure(num_cells, device, reps, batch)
+        rows.append(
+            {
+                "name": f"{N_AGENTS} agents, batch {batch}, 2x{num_cells}, fwd+bwd ({device})",
+                "value": ms_vec,
+                "unit": "ms",
+                "baseline_name": f"loop of {N_AGENTS} MLPs",
+                "baseline_value": ms_loop,
+                "higher_is_better": False,
+            }
+        )
+    return rows
 
 
 if __name__ == "__main__":

@@ -53,26 +53,52 @@ def wrapper_rollout(steps: int, seed: int = 0) -> float:
     return steps / elapsed
 
 
+def measure(reps: int, steps: int) -> dict[str, float]:
+    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
+    raw_loop(50)  # warm-up
+    wrapper_rollout(50)
+    raw, wrapped, ratios = [], [], []
+    for rep in range(reps):
+        if rep % 2 == 0:
+            r = raw_loop(steps, seed=rep)
+            w = wrapper_rollout(steps, seed=rep)
+        else:
+            w = wrapper_rollout(steps, seed=rep)
+            r = raw_loop(steps, seed=rep)
+        raw.append(r)
+        wrapped.append(w)
+        ratios.append(w / r)
+    return {
+        "raw": statistics.median(raw),
+        "wrapper": statistics.median(wrapped),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: PettingZooEnv.rollout vs raw PettingZoo."""
+    steps = 500 if quick else 2000
+    m = measure(3 if quick else 7, steps)
+    return [
+        {
+            "name": f"simple_spread_v3 rollout, {steps} steps",
+            "value": m["wrapper"],
+            "unit": "env-steps/s",
+            "baseline_name": "raw pettingzoo parallel loop",
+            "baseline_value": m["raw"],
+            "ratio": m["ratio"],
+        }
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--steps", type=int, default=2000)
     args = parser.parse_args()
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    raw_loop(50)  # warm-up
-    wrapper_rollout(50)
-    raw, wrapped, ratios = [], [], []
-    for rep in range(args.reps):
-        if rep % 2 == 0:
-            r = raw_loop(args.steps, seed=rep)
-            w = wrapper_rollout(args.steps, seed=rep)
-        else:
-            w = wrapper_rollout(args.steps, seed=rep)
-            r = raw_loop(args.steps, seed=rep)
-        raw.append(r)
-        wrapped.append(w)
-        ratios.append(w / r)
-    r, w, ratio = statistics.median(raw), statistics.median(wrapped), statistics.median(ratios)
+    m = measure(args.reps, args.steps)
+    r, w, ratio = m["raw"], m["wrapper"], m["ratio"]
     verdict = "OK" if ratio >= TARGET else "BELOW TARGET"
     print(
         f"simple_spread_v3, {args.steps} steps: raw pettingzoo {r:7.0f} env-steps/s | "

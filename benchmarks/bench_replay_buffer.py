@@ -211,6 +211,37 @@ def one_round(
     return ours, base
 
 
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: marl's buffer and C++ trees vs numpy trees.
+
+    ``quick`` uses a 100k capacity and one round (the full run: 1M, best of 3 rounds).
+    """
+    cap, iters, n_rounds = (100_000, 300, 1) if quick else (1_000_000, 3000, 3)
+    torch.manual_seed(0)
+    rng = np.random.default_rng(0)
+    chunks = make_chunks(2 if quick else 10)
+    holder: list = []
+    rounds = [one_round(holder, cap, iters, chunks, rng) for _ in range(n_rounds)]
+    holder.clear()
+    rows = []
+    for key in TORCHRL:
+        fill_like = "fill" in key
+        pick = max if fill_like else min
+        ours = pick(r[0][key] for r in rounds)
+        base = [r[1][key] for r in rounds if key in r[1]]
+        rows.append(
+            {
+                "name": f"{key} (capacity {cap:,})",
+                "value": ours,
+                "unit": "items/s" if fill_like else "us",
+                "baseline_name": "numpy binary tree" if base else None,
+                "baseline_value": pick(base) if base else None,
+                "higher_is_better": fill_like,
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--capacity", type=int, default=1_000_000)

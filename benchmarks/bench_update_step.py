@@ -90,6 +90,30 @@ def bench_sac(repeats: int) -> float:
     return _time(step, repeats)
 
 
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: PPO vs hand-written torch; SAC alone."""
+    repeats = 30 if quick else 200
+    ppo, plain, sac = bench_ppo(repeats), bench_ppo_plain_torch(repeats), bench_sac(repeats)
+    return [
+        {
+            "name": "PPO minibatch update (400 samples, 2x256)",
+            "value": ppo,
+            "unit": "ms",
+            "baseline_name": "same step in plain torch",
+            "baseline_value": plain,
+            "higher_is_better": False,
+        },
+        {
+            "name": "SAC update (256 samples, 2x256, twin Q)",
+            "value": sac,
+            "unit": "ms",
+            "baseline_name": None,
+            "baseline_value": None,
+            "higher_is_better": False,
+        },
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1)

@@ -85,6 +85,49 @@ class WrapperRollout:
         return self.num_envs * steps / elapsed
 
 
+def measure(n: int, reps: int) -> dict[str, float]:
+    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
+    steps = _steps_for(n)
+    raw, wrapper = RawLoop(n), WrapperRollout(n)
+    raw.run(2)  # warm-up (allocations, first-call overheads)
+    wrapper.run(2)
+    raws, wrapped, ratios = [], [], []
+    for rep in range(reps):
+        # each pair runs back to back in alternating order, so its ratio is
+        # robust to load changes on a shared machine
+        if rep % 2 == 0:
+            r, w = raw.run(steps), wrapper.run(steps)
+        else:
+            w, r = wrapper.run(steps), raw.run(steps)
+        raws.append(r)
+        wrapped.append(w)
+        ratios.append(w / r)
+    return {
+        "steps": steps,
+        "raw": statistics.median(raws),
+        "wrapper": statistics.median(wrapped),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: VmasEnv.rollout vs raw vmas."""
+    rows = []
+    for n in (1024, 64) if quick else (4096, 64):
+        m = measure(n, 3 if quick else 15)
+        rows.append(
+            {
+                "name": f"navigation rollout, {n} envs",
+                "value": m["wrapper"],
+                "unit": "env-steps/s",
+                "baseline_name": "raw vmas loop",
+                "baseline_value": m["raw"],
+                "ratio": m["ratio"],  # the median of paired ratios: robust to load changes
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=15, help="timed pairs per size")
@@ -95,23 +138,8 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, pairs {args.reps}")
     for n in args.sizes:
-        steps = _steps_for(n)
-        raw, wrapper = RawLoop(n), WrapperRollout(n)
-        raw.run(2)  # warm-up (allocations, first-call overheads)
-        wrapper.run(2)
-        raws, wrapped, ratios = [], [], []
-        for rep in range(args.reps):
-            # each pair runs back to back in alternating order, so its ratio is
-            # robust to load changes on a shared machine
-            if rep % 2 == 0:
-                r, w = raw.run(steps), wrapper.run(steps)
-            else:
-                w, r = wrapper.run(steps), raw.run(steps)
-            raws.append(r)
-            wrapped.append(w)
-            ratios.append(w / r)
-        r, w = statistics.median(raws), statistics.median(wrapped)
-        ratio = statistics.median(ratios)
+        m = measure(n, args.reps)
+        r, w, ratio, steps = m["raw"], m["wrapper"], m["ratio"], m["steps"]
         target = TARGETS.get(n)
         verdict = "" if target is None else (" OK" if ratio >= target else " BELOW TARGET")
         print(

@@ -17,6 +17,8 @@ def _returns(scalars: Mapping[str, list[tuple[int, float]]], scope: str) -> dict
         if parts[0] != scope or parts[-1] != "episode_reward" or not points:
             continue
         out["all groups" if len(parts) == 2 else "/".join(parts[1:-1])] = points
+    if len(out) == 2 and "all groups" in out:  # one group: its curve is the overall one
+        out = {"all groups": out["all groups"]}
     return out
 
 
@@ -53,6 +55,8 @@ def plot_curves(
         import matplotlib.pyplot as plt
     except ImportError as err:
         raise ImportError('curves.png needs matplotlib: pip install "marl[report]"') from err
+    from matplotlib.ticker import EngFormatter
+
     path = Path(path)
     fig, axes = plt.subplots(1, 2, figsize=(10, 3.6), sharey=True, constrained_layout=True)
     for ax, scope, name in zip(axes, ("train", "eval"), ("training", "evaluation")):
@@ -71,6 +75,7 @@ def plot_curves(
             )
         ax.set_title(f"{name} return")
         ax.set_xlabel("frames")
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
         ax.grid(alpha=0.3)
         if series:
             ax.legend(fontsize=8)

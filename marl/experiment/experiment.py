@@ -267,6 +267,8 @@ class Experiment:
             log.setLevel(logging.INFO)
         description = self.describe()
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
+        if c.num_threads is not None:
+            torch.set_num_threads(c.num_threads)
         _seed_everything(self.seed)
         env = self.make_env(self._num_envs(), self.seed)
         eval_env = None
@@ -322,6 +324,11 @@ class Experiment:
             self.folder,
         )
         try:
+            if eval_env is not None and trainer.frames == 0:
+                # the untrained policy: the first point of every learning curve
+                logs = trainer.evaluate()
+                for logger in self.loggers.values():
+                    logger.log_scalars(logs, 0)
             history = trainer.train()
             if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
                 self.save_checkpoint()

@@ -92,8 +92,8 @@ class ProgressCallback(TrainerCallback):
         elapsed = time.perf_counter() - self._start
         done = trainer.frames - self._start_frames
         fps = done / elapsed if elapsed > 0 else math.nan
-        left = (trainer.total_frames - trainer.frames) / fps if fps and fps > 0 else math.nan
-        pct = 100.0 * trainer.frames / trainer.total_frames
+        left = max(trainer.total_frames - trainer.frames, 0) / fps if fps > 0 else math.nan
+        pct = min(100.0, 100.0 * trainer.frames / trainer.total_frames)
         return (
             f"frames {trainer.frames}/{trainer.total_frames} ({pct:.0f}%) | {fps:,.0f} frames/s | "
             f"reward {self._reward:.3f} | eval {self._eval:.3f} | "

@@ -151,4 +151,4 @@ def test_sigkill_then_resume(tmp_path):
     from marl.report import load_results
 
     table = load_results([tmp_path / "results.json"])
-    assert [ev.step_count for ev in table.evaluations] == [1000, 2000, 3000, 4000]
+    assert [ev.step_count for ev in table.evaluations] == [0, 1000, 2000, 3000, 4000]

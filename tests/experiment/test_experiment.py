@@ -49,12 +49,13 @@ def test_output_folder(tmp_path):
         "eval/episode_reward",
     ):
         assert key in scalars, key
-    assert [f for f, _ in scalars["eval/episode_reward"]] == [128, 256]
+    # the untrained policy is evaluated first, at 0 frames
+    assert [f for f, _ in scalars["eval/episode_reward"]] == [0, 128, 256]
     table = load_results([tmp_path / "results.json"])
     (run,) = table.runs
     assert (run.env, run.task, run.algorithm, run.seed) == ("fake", "multiagent", "mappo", "seed_0")
     steps = [ev.step_count for ev in table.evaluations]
-    assert steps == [128, 256]
+    assert steps == [0, 128, 256]
     assert set(table.evaluations[0].metrics) == {"return", "walker/return", "picker/return"}
     assert len(table.evaluations[0].metrics["return"]) >= 4
     ckpts = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
@@ -91,7 +92,7 @@ def test_resume_continues_counting(tmp_path):
     frames = [f for f, _ in scalars["train/walker/loss_objective"]]
     assert frames == [64, 128, 192, 256]  # continued, not restarted, no duplicates
     table = load_results([tmp_path / "results.json"])
-    assert [ev.step_count for ev in table.evaluations] == [64, 128, 192, 256]
+    assert [ev.step_count for ev in table.evaluations] == [0, 64, 128, 192, 256]
 
 
 def test_resume_rejects_a_checkpoint_of_another_algorithm(tmp_path):
@@ -136,8 +137,8 @@ def test_vmas_video_is_recorded(tmp_path):
         task_overrides={"max_steps": 20},
     ).run()
     videos = sorted((tmp_path / "videos").glob("*.mp4"))
-    assert [v.name for v in videos] == ["eval_80.mp4"]
-    reader = imageio.get_reader(videos[0])
+    assert [v.name for v in videos] == ["eval_0.mp4", "eval_80.mp4"]
+    reader = imageio.get_reader(videos[-1])
     frames = [f for f in reader]
     reader.close()
     assert len(frames) == 21 and frames[0].shape == (700, 700, 3)

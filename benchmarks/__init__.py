@@ -1,0 +1,1 @@
+"""Speed benchmarks (``python -m benchmarks.speed``) and learning-benchmark suites (``suites/``)."""

@@ -1,0 +1,343 @@
+"""Benchmark suites: YAML files naming algorithms x tasks x seeds, expanded into runs.
+
+A suite file holds:
+
+- ``description`` (required): one or two lines;
+- ``algorithms`` (required): names from :func:`marl.algorithms.list_algorithms`;
+- ``tasks`` (required): names from :func:`marl.envs.list_tasks`;
+- ``seeds`` (required): a count ``N`` (seeds ``0 .. N-1``) or a list of ints;
+- ``frames`` (required): total frames of every run (``experiment.total_frames``);
+- ``overrides`` (optional): hydra override strings applied to every run;
+- ``task_overrides`` / ``algorithm_overrides`` (optional): ``{name: [overrides]}``
+  applied to the runs of one task / one algorithm (they win over ``overrides``;
+  algorithm ones win over task ones);
+- ``exclude`` (optional): ``[{algorithm: NAME, task: NAME}, ...]`` combinations
+  left out of the cross product (e.g. a discrete-action algorithm on a
+  continuous task);
+- ``slurm`` (optional): ``submitit`` executor parameters for ``--launcher submitit``.
+
+The suites shipped with marl live in ``benchmarks/suites/`` of the repository and
+are installed as ``marl/bench/suites``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+__all__ = ["Run", "Suite", "SuiteError", "list_suites", "load_suite", "merge_overrides"]
+
+_REQUIRED = ("description", "algorithms", "tasks", "seeds", "frames")
+_OPTIONAL = ("overrides", "task_overrides", "algorithm_overrides", "exclude", "slurm")
+
+
+class SuiteError(ValueError):
+    """A malformed suite file; the message names the file and the offending key."""
+
+
+def _suites_root() -> Path:
+    """The folder of the shipped suites: packaged, else the source checkout's."""
+    try:
+        packaged = resources.files("marl.bench") / "suites"
+        if packaged.is_dir():
+            return Path(str(packaged))
+    except (ModuleNotFoundError, TypeError):  # pragma: no cover - unusual loaders
+        pass
+    source = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
+    if source.is_dir():
+        return source
+    raise FileNotFoundError(  # pragma: no cover - broken install
+        "the benchmark suites were not found: expected marl/bench/suites in the installed "
+        f"package or benchmarks/suites/ in the source checkout ({source})"
+    )
+
+
+def list_suites() -> list[str]:
+    """Names of the shipped suites, sorted.
+
+    Examples:
+        >>> "ci_tiny" in list_suites()
+        True
+    """
+    return sorted(p.stem for p in _suites_root().glob("*.yaml"))
+
+
+def _key(override: str) -> str:
+    """The config key an override sets: ``"+a.b=1"`` -> ``"a.b"``."""
+    return override.split("=", 1)[0].lstrip("+~")
+
+
+def merge_overrides(*groups: Sequence[str]) -> list[str]:
+    """Concatenate hydra overrides; a later value of the same key replaces an earlier one.
+
+    Examples:
+        >>> merge_overrides(["a=1", "b=2"], ["+c=3", "a=4"])
+        ['a=4', 'b=2', '+c=3']
+    """
+    merged: dict[str, str] = {}
+    for group in groups:
+        for override in group:
+            merged[_key(override)] = override
+    return list(merged.values())
+
+
+@dataclasses.dataclass(frozen=True)
+class Run:
+    """One run of a suite: an algorithm on a task with a seed.
+
+    Attributes:
+        algorithm: e.g. ``"mappo"``.
+        task: e.g. ``"vmas/navigation"``.
+        seed: the seed.
+        overrides: every hydra override of the run except ``hydra.run.dir``.
+    """
+
+    algorithm: str
+    task: str
+    seed: int
+    overrides: tuple[str, ...]
+
+    @property
+    def relpath(self) -> Path:
+        """``<algorithm>/<task with / replaced by _>/seed_<seed>``.
+
+        Examples:
+            >>> Run("mappo", "vmas/navigation", 1, ()).relpath.as_posix()
+            'mappo/vmas_navigation/seed_1'
+        """
+        return Path(self.algorithm) / self.task.replace("/", "_") / f"seed_{self.seed}"
+
+    @property
+    def name(self) -> str:
+        """``algorithm task seed=k``, for messages."""
+        return f"{self.algorithm} {self.task} seed={self.seed}"
+
+    @property
+    def total_frames(self) -> int:
+        """The ``experiment.total_frames`` of the run."""
+        for override in reversed(self.overrides):
+            if _key(override) == "experiment.total_frames":
+                return int(float(override.split("=", 1)[1]))
+        raise ValueError(f"run {self.name} has no experiment.total_frames override")
+
+
+@dataclasses.dataclass(frozen=True)
+class Suite:
+    """A parsed, validated suite (see the module docstring for the file format).
+
+    Examples:
+        >>> suite = load_suite("ci_tiny")
+        >>> suite.algorithms, suite.tasks, suite.seeds
+        (['mappo', 'ippo'], ['vmas/navigation'], [0, 1])
+        >>> [run.relpath.as_posix() for run in suite.runs()][:2]
+        ['mappo/vmas_navigation/seed_0', 'mappo/vmas_navigation/seed_1']
+    """
+
+    name: str
+    description: str
+    algorithms: list[str]
+    tasks: list[str]
+    seeds: list[int]
+    frames: int
+    overrides: list[str] = dataclasses.field(default_factory=list)
+    task_overrides: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    algorithm_overrides: dict[str, list[str]] = dataclasses.field(default_factory=dict)
+    exclude: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    slurm: dict[str, Any] = dataclasses.field(default_factory=dict)
+    path: Path | None = None
+
+    def runs(self, extra_overrides: Sequence[str] = ()) -> list[Run]:
+        """Every algorithm x task x seed (less ``exclude``), in that nesting order.
+
+        Args:
+            extra_overrides: applied last to every run (e.g. from the command line).
+        """
+        out = []
+        for algorithm in self.algorithms:
+            for task in self.tasks:
+                if (algorithm, task) in self.exclude:
+                    continue
+                for seed in self.seeds:
+                    base = [
+                        f"algorithm={algorithm}",
+                        f"task={task}",
+                        f"seed={seed}",
+                        f"experiment.total_frames={self.frames}",
+                    ]
+                    overrides = merge_overrides(
+                        base,
+                        self.overrides,
+                        self.task_overrides.get(task, []),
+                        self.algorithm_overrides.get(algorithm, []),
+                        extra_overrides,
+                    )
+                    out.append(Run(algorithm, task, seed, tuple(overrides)))
+        return out
+
+
+def _strings(value: Any, where: str) -> list[str]:
+    if isinstance(value, str) or not isinstance(value, list):
+        raise SuiteError(f"{where}: expected a list of strings, got {value!r:.80}")
+    for item in value:
+        if not isinstance(item, str) or not item:
+            raise SuiteError(f"{where}: expected non-empty strings, got {item!r:.80}")
+    return value
+
+
+def _overrides(value: Any, where: str) -> list[str]:
+    items = _strings(value, where)
+    for item in items:
+        if "=" not in item and not item.startswith("~"):
+            raise SuiteError(f"{where}: expected hydra overrides 'key=value', got {item!r}")
+    return items
+
+
+def _named_overrides(value: Any, where: str, known: list[str], what: str) -> dict[str, list]:
+    if not isinstance(value, Mapping):
+        raise SuiteError(f"{where}: expected a mapping {{{what}: [overrides]}}, got {value!r:.80}")
+    for name in value:
+        if name not in known:
+            raise SuiteError(f"{where}: {name!r} is not one of the suite's {what}s {known}")
+    return {name: _overrides(v, f"{where}.{name}") for name, v in value.items()}
+
+
+def _seeds(value: Any, where: str) -> list[int]:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 1:
+        return list(range(value))
+    if isinstance(value, list) and value and all(isinstance(s, int) for s in value):
+        if len(set(value)) != len(value):
+            raise SuiteError(f"{where}: seeds must be distinct, got {value}")
+        return value
+    raise SuiteError(f"{where}: expected a count >= 1 or a non-empty list of ints, got {value!r}")
+
+
+def _exclude(value: Any, where: str, algorithms: list[str], tasks: list[str]) -> list:
+    if not isinstance(value, list):
+        raise SuiteError(f"{where}: expected a list of {{algorithm: NAME, task: NAME}}")
+    out = []
+    for item in value:
+        if not isinstance(item, Mapping) or set(item) != {"algorithm", "task"}:
+            raise SuiteError(f"{where}: expected {{algorithm: NAME, task: NAME}}, got {item!r:.80}")
+        if item["algorithm"] not in algorithms or item["task"] not in tasks:
+            raise SuiteError(
+                f"{where}: {item['algorithm']!r} x {item['task']!r} is not a combination of the "
+                f"suite's algorithms {algorithms} and tasks {tasks}"
+            )
+        out.append((item["algorithm"], item["task"]))
+    return out
+
+
+def _check_names(names: list[str], available: list[str], where: str, what: str) -> None:
+    for name in names:
+        if name not in available:
+            raise SuiteError(f"{where}: unknown {what} {name!r}; available: {', '.join(available)}")
+    if len(set(names)) != len(names):
+        raise SuiteError(f"{where}: duplicate {what}s in {names}")
+
+
+def suite_from_dict(data: Any, name: str, path: Path | None = None) -> Suite:
+    """Validate a parsed suite mapping and build the :class:`Suite`.
+
+    Raises:
+        SuiteError: on a missing or unknown key, a wrong type, or an unknown
+            algorithm or task (the message lists the available names).
+
+    Examples:
+        >>> suite_from_dict({"description": "x", "algorithms": ["ppo"]}, "mine")
+        Traceback (most recent call last):
+        ...
+        marl.bench.suite.SuiteError: suite mine: missing required key(s) ['tasks', 'seeds', 'frames']
+    """
+    from marl.algorithms import list_algorithms
+    from marl.envs import list_tasks
+
+    where = f"suite {name}"
+    if not isinstance(data, Mapping):
+        raise SuiteError(f"{where}: expected a mapping of {list(_REQUIRED)}, got {data!r:.80}")
+    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
+    if unknown:
+        raise SuiteError(
+            f"{where}: unknown key(s) {unknown}; expected {list(_REQUIRED)} and optionally "
+            f"{list(_OPTIONAL)}"
+        )
+    missing = [k for k in _REQUIRED if k not in data]
+    if missing:
+        raise SuiteError(f"{where}: missing required key(s) {missing}")
+    if not isinstance(data["description"], str):
+        raise SuiteError(f"{where}: description: expected a string, got {data['description']!r}")
+    algorithms = _strings(data["algorithms"], f"{where}: algorithms")
+    tasks = _strings(data["tasks"], f"{where}: tasks")
+    if not algorithms or not tasks:
+        raise SuiteError(f"{where}: algorithms and tasks must not be empty")
+    _check_names(algorithms, list_algorithms(), f"{where}: algorithms", "algorithm")
+    _check_names(tasks, list_tasks(), f"{where}: tasks", "task")
+    frames = data["frames"]
+    if isinstance(frames, float) and frames.is_integer():
+        frames = int(frames)
+    if not isinstance(frames, int) or isinstance(frames, bool) or frames < 1:
+        raise SuiteError(f"{where}: frames: expected an int >= 1, got {frames!r}")
+    slurm = data.get("slurm") or {}
+    if not isinstance(slurm, Mapping):
+        raise SuiteError(f"{where}: slurm: expected a mapping of submitit parameters")
+    return Suite(
+        name=name,
+        description=data["description"].strip(),
+        algorithms=algorithms,
+        tasks=tasks,
+        seeds=_seeds(data["seeds"], f"{where}: seeds"),
+        frames=frames,
+        overrides=_overrides(data.get("overrides") or [], f"{where}: overrides"),
+        task_overrides=_named_overrides(
+            data.get("task_overrides") or {}, f"{where}: task_overrides", tasks, "task"
+        ),
+        algorithm_overrides=_named_overrides(
+            data.get("algorithm_overrides") or {},
+            f"{where}: algorithm_overrides",
+            algorithms,
+            "algorithm",
+        ),
+        exclude=_exclude(data.get("exclude") or [], f"{where}: exclude", algorithms, tasks),
+        slurm=dict(slurm),
+        path=path,
+    )
+
+
+def load_suite(name_or_path: str | Path) -> Suite:
+    """Load a shipped suite by name, or a suite file by path.
+
+    Args:
+        name_or_path: a name from :func:`list_suites` (``"vmas_small"``) or a path
+            to a YAML file.
+
+    Raises:
+        FileNotFoundError: for neither a shipped suite nor an existing file.
+        SuiteError: for a malformed file.
+
+    Examples:
+        >>> suite = load_suite("vmas_small")
+        >>> len(suite.runs())  # 4 algorithms x 3 tasks x 3 seeds
+        36
+        >>> load_suite("nope")
+        Traceback (most recent call last):
+        ...
+        FileNotFoundError: no suite 'nope': not a file, and not a shipped suite (ci_tiny, pettingzoo_mpe, single_agent, vmas_paper, vmas_small)
+    """
+    import yaml
+
+    path = Path(name_or_path)
+    if not path.is_file():
+        shipped = _suites_root() / f"{name_or_path}.yaml"
+        if not shipped.is_file():
+            raise FileNotFoundError(
+                f"no suite {str(name_or_path)!r}: not a file, and not a shipped suite "
+                f"({', '.join(list_suites())})"
+            )
+        path = shipped
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise SuiteError(f"suite {path}: invalid YAML: {err}") from None
+    return suite_from_dict(data, path.stem if path.parent == _suites_root() else str(path), path)
