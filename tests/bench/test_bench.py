@@ -224,3 +224,18 @@ def test_cli_report_on_fake_runs(tmp_path, monkeypatch, capsys):
     assert code == 0, capsys.readouterr()
     report = (out / "report" / "report.md").read_text()
     assert "mappo" in report and "ippo" in report
+
+
+def test_cli_subset_of_a_suite(tmp_path, capsys):
+    out = str(tmp_path / "o")
+    args = ["vmas_small", "--output", out, "--dry-run"]
+    assert bench_cli.main([*args, "--algorithms", "ippo,mappo", "--seeds", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "12 runs: 12 to run" in text  # 2 algorithms x 3 tasks x 2 seeds
+    assert "masac" not in text and "seed=2" not in text
+    assert bench_cli.main([*args, "--tasks", "vmas/balance"]) == 0
+    assert "12 runs" in capsys.readouterr().out  # 4 algorithms x 1 task x 3 seeds
+    assert bench_cli.main([*args, "--algorithms", "mapo"]) == 2
+    assert "--algorithms: ['mapo'] not in suite 'vmas_small'" in capsys.readouterr().err
+    assert bench_cli.main([*args, "--seeds", "9"]) == 2
+    assert "--seeds: expected 1..3, got 9" in capsys.readouterr().err
