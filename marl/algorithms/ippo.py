@@ -32,8 +32,8 @@ class IPPOConfig(PPOConfig):
     lmbda: float = 0.9
     """GAE lambda (BenchMARL's default)."""
     entropy_coef: float = 0.0
-    """Weight of the entropy bonus (BenchMARL: none). Note that the bonus averages
-    over every agent, masked-out ones included."""
+    """Weight of the entropy bonus (BenchMARL: none). Masked-out agents are weighted
+    out of it, as they are of the objective."""
     critic_coef: float = 1.0
     """Weight of the critic loss (BenchMARL's default)."""
     minibatch_size: int = 400
