@@ -128,6 +128,10 @@ def test_catalogue_ships_with_the_package(tmp_path):
         cmd.append("--no-build-isolation")
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     assert (target / "marl" / "tasks" / "vmas" / "navigation.yaml").is_file()
+    # the hydra configs, the benchmark suites and the Ray launcher plugin ship too
+    assert (target / "marl" / "conf" / "algorithm" / "mappo.yaml").is_file()
+    assert (target / "marl" / "bench" / "suites" / "vmas_small.yaml").is_file()
+    assert (target / "hydra_plugins" / "marl_ray_launcher" / "ray_launcher.py").is_file()
     code = (
         "import sys\n"
         # drop the editable-install finder so that the copy under `target` is imported

@@ -86,13 +86,18 @@ def test_unknown_task_lists_the_available_ones(tmp_path):
     assert "vmas/navigation" in proc.stderr
 
 
-@pytest.mark.parametrize("launcher", ["basic", "joblib", "submitit_local"])
+@pytest.mark.parametrize(
+    "launcher",
+    ["basic", "joblib", "submitit_local", pytest.param("marl_ray", marks=pytest.mark.ray)],
+)
 def test_multirun_over_seeds(tmp_path, launcher):
     args = ["-m", "seed=0,1", *DEBUG, "experiment.evaluation=false", f"hydra.sweep.dir={tmp_path}"]
     if launcher == "joblib":
         args += ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
     elif launcher == "submitit_local":
         args += ["hydra/launcher=submitit_local"]
+    elif launcher == "marl_ray":
+        args += ["hydra/launcher=marl_ray", "hydra.launcher.num_cpus=2"]
     marl_run(*args)
     runs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name[0].isdigit())
     assert [p.name for p in runs] == [
