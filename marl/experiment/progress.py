@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import sys
 import time
 from typing import Any
@@ -64,6 +65,11 @@ class ProgressCallback(TrainerCallback):
         isatty = getattr(self.stream, "isatty", None)
         if not (callable(isatty) and isatty()):
             return False
+        try:  # a terminal of zero width (some CI pseudo-terminals) shows no bar at all
+            if os.get_terminal_size(self.stream.fileno()).columns == 0:
+                return False
+        except (AttributeError, OSError, ValueError):
+            pass  # no real file descriptor (e.g. a test stream): trust isatty
         try:
             import tqdm  # noqa: F401
         except ImportError:
