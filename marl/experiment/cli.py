@@ -31,11 +31,20 @@ def _slug(task: str) -> str:
     return str(task).replace("/", "-")
 
 
+def _tasks() -> str:
+    """The catalogue's task names, for ``marl-run --help``."""
+    from marl.envs import list_tasks
+
+    return ", ".join(list_tasks())
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
     if not OmegaConf.has_resolver("marl_slug"):
         OmegaConf.register_new_resolver("marl_slug", _slug)
+    if not OmegaConf.has_resolver("marl_tasks"):
+        OmegaConf.register_new_resolver("marl_tasks", _tasks)
 
 
 def run_config(cfg: Any, folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:

@@ -157,3 +157,11 @@ def test_sigkill_then_resume(tmp_path):
 
     table = load_results([tmp_path / "results.json"])
     assert [ev.step_count for ev in table.evaluations] == [0, 1000, 2000, 3000, 4000]
+
+
+def test_help_lists_tasks_algorithms_and_examples():
+    out = marl_run("--help").stdout
+    assert "marl-run: train an algorithm on a task" in out
+    assert "vmas/navigation" in out and "pettingzoo/simple_tag" in out  # the task catalogue
+    assert "algorithm: a2c, ddpg, dqn" in out  # hydra's list of the algorithm group
+    assert "experiment: base, debug, gpu" in out
