@@ -222,6 +222,16 @@ class Algorithm(nn.Module):
         self.device = torch.device("cpu")
 
     @property
+    def choice(self) -> str | AlgorithmSpec | Mapping[str, str | AlgorithmSpec]:
+        """The ``algorithm`` argument as given: a name, a spec, or ``{group: name}``."""
+        return self._algorithm
+
+    @property
+    def config(self) -> Any:
+        """The ``config`` argument as given (``None``, a config, overrides, or per group)."""
+        return self._config
+
+    @property
     def built(self) -> bool:
         """Whether :meth:`build` has run."""
         return self._policy is not None

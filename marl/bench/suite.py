@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from pathlib import Path
 from typing import Any
+
+from marl._resources import data_folder
 
 __all__ = ["Run", "Suite", "SuiteError", "list_suites", "load_suite", "merge_overrides"]
 
@@ -40,19 +41,7 @@ class SuiteError(ValueError):
 
 def _suites_root() -> Path:
     """The folder of the shipped suites: packaged, else the source checkout's."""
-    try:
-        packaged = resources.files("marl.bench") / "suites"
-        if packaged.is_dir():
-            return Path(str(packaged))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - unusual loaders
-        pass
-    source = Path(__file__).resolve().parents[2] / "benchmarks" / "suites"
-    if source.is_dir():
-        return source
-    raise FileNotFoundError(  # pragma: no cover - broken install
-        "the benchmark suites were not found: expected marl/bench/suites in the installed "
-        f"package or benchmarks/suites/ in the source checkout ({source})"
-    )
+    return data_folder("marl.bench", "suites", "benchmarks/suites", "the benchmark suites")
 
 
 def list_suites() -> list[str]:

@@ -19,10 +19,10 @@ from __future__ import annotations
 import difflib
 import importlib.util
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from marl._resources import data_folder
 from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
 from marl.envs.common import EnvBase
 from marl.envs.transforms import Transform, TransformedEnv
@@ -68,19 +68,7 @@ _WRAPPER_ARGS = {
 
 def _catalogue_root() -> Path:
     """The folder holding ``<family>/<task>.yaml``: packaged, else the source checkout."""
-    try:
-        packaged = resources.files("marl") / "tasks"
-        if packaged.is_dir():
-            return Path(str(packaged))
-    except (ModuleNotFoundError, TypeError):  # pragma: no cover - unusual loaders
-        pass
-    source = Path(__file__).resolve().parents[2] / "tasks"
-    if source.is_dir():
-        return source
-    raise FileNotFoundError(
-        "the task catalogue was not found: expected marl/tasks in the installed package or "
-        f"tasks/ in the source checkout ({source})"
-    )
+    return data_folder("marl", "tasks", "tasks", "the task catalogue")
 
 
 @lru_cache(maxsize=1)

@@ -19,7 +19,6 @@ The output folder::
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import random
@@ -47,7 +46,7 @@ from marl.experiment.config import ExperimentConfig, ModelConfig, config_from_di
 from marl.experiment.curves import plot_curves
 from marl.experiment.loggers import Logger, make_loggers, read_scalars
 from marl.experiment.progress import ProgressCallback
-from marl.report.results import RunResults
+from marl.report.results import RunResults, atomic_write_json
 
 __all__ = ["Experiment", "TaskFactory"]
 
@@ -55,12 +54,6 @@ log = logging.getLogger("marl.experiment")
 
 TaskFactory = Callable[..., EnvBase]
 """``(num_envs=, seed=, device=) -> EnvBase``: a custom task instead of a catalogue name."""
-
-
-def _write_json(path: Path, obj: Any) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(json.dumps(obj, indent=2))
-    os.replace(tmp, path)
 
 
 def _seed_everything(seed: int) -> None:
@@ -162,7 +155,7 @@ class Experiment:
     @property
     def algorithm_name(self) -> str:
         """``"mappo"``, or ``"adversary=mappo+agent=iql"`` for a per-group algorithm."""
-        algo = self.algorithm._algorithm
+        algo = self.algorithm.choice
         if isinstance(algo, Mapping):
             return "+".join(f"{g}={getattr(a, 'name', a)}" for g, a in sorted(algo.items()))
         return getattr(algo, "name", algo)
@@ -204,7 +197,7 @@ class Experiment:
 
     def algorithm_on_policy(self) -> bool:
         """Whether every group's algorithm is on-policy (decides the default env count)."""
-        algo = self.algorithm._algorithm
+        algo = self.algorithm.choice
         names = algo.values() if isinstance(algo, Mapping) else [algo]
         return all((a if hasattr(a, "on_policy") else get_algorithm(a)).on_policy for a in names)
 
@@ -232,9 +225,7 @@ class Experiment:
         configs = {
             label: dataclasses.asdict(cfg)
             for label, cfg in (
-                algo._config.items()
-                if isinstance(algo._config, Mapping)
-                else [("all", algo._config)]
+                algo.config.items() if isinstance(algo.config, Mapping) else [("all", algo.config)]
             )
             if dataclasses.is_dataclass(cfg)
         }
@@ -414,12 +405,12 @@ class Experiment:
 
     def _restore(self, path: str | os.PathLike[str]) -> None:
         state = load_checkpoint(path)
-        saved = state.get("config", {})
+        saved, current = state.get("config", {}), self.describe()
         for key in ("task", "algorithm"):
-            if key in saved and saved[key] != self.describe()[key]:
+            if key in saved and saved[key] != current[key]:
                 raise ValueError(
                     f"experiment.restore_file: the checkpoint is for {key} {saved[key]!r}, "
-                    f"this run is {self.describe()[key]!r}"
+                    f"this run is {current[key]!r}"
                 )
         trainer = self.trainer
         trainer.load_state_dict(state["trainer"])
@@ -437,7 +428,7 @@ class Experiment:
     # ---------------------------------------------------------------- outputs
     def _status(self, status: str) -> None:
         frames = self.trainer.frames if self.trainer is not None else 0
-        _write_json(
+        atomic_write_json(
             self.folder / "status.json",
             {
                 "status": status,

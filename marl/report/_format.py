@@ -87,10 +87,14 @@ def _numbers(values: Any, where: str) -> list[float]:
     return out
 
 
-def _atomic_write_json(path: Path, data: Any) -> None:
+def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
+    """Write ``data`` as JSON through a temp file and a rename: a killed writer never
+    leaves half a file. The file is readable by all (``mkstemp`` alone gives 0600)."""
+    path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o644)
         with os.fdopen(fd, "w") as f:
             json.dump(data, f, indent=2)
             f.flush()

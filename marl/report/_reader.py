@@ -22,8 +22,8 @@ from marl.report._format import (
     Evaluation,
     ResultsFormatError,
     RunKey,
-    _atomic_write_json,
     _numbers,
+    atomic_write_json,
 )
 
 
@@ -88,7 +88,7 @@ class ResultsTable:
     def write(self, path: str | os.PathLike[str]) -> Path:
         """Write all runs as one merged marl-eval file (atomically)."""
         path = Path(path)
-        _atomic_write_json(path, self.to_dict())
+        atomic_write_json(path, self.to_dict())
         return path
 
 

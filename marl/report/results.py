@@ -50,8 +50,8 @@ from marl.report._format import (
     Evaluation,
     ResultsFormatError,
     RunKey,
-    _atomic_write_json,
     _numbers,
+    atomic_write_json,
 )
 from marl.report._reader import ResultsTable, find_results_files, load_results
 
@@ -64,6 +64,7 @@ __all__ = [
     "ResultsTable",
     "RunKey",
     "RunResults",
+    "atomic_write_json",
     "find_results_files",
     "load_results",
 ]
@@ -187,7 +188,7 @@ class RunResults:
         path = Path(path)
         if path.is_dir():
             path = path / RESULTS_FILENAME
-        _atomic_write_json(path, self.to_dict())
+        atomic_write_json(path, self.to_dict())
         return path
 
     @classmethod

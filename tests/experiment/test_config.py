@@ -53,8 +53,8 @@ def test_model_and_algorithm_config_reach_the_networks():
         task_name="fake/multiagent",
         algorithm_config={"lr": 1e-3},
     )
-    assert exp.algorithm._config.actor_cells == (7, 7)
-    assert exp.algorithm._config.lr == 1e-3
+    assert exp.algorithm.config.actor_cells == (7, 7)
+    assert exp.algorithm.config.lr == 1e-3
     assert exp.describe()["algorithm_config"]["all"]["actor_cells"] == (7, 7)
 
 

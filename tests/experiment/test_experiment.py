@@ -41,6 +41,8 @@ def test_output_folder(tmp_path):
     names = {p.name for p in tmp_path.iterdir()}
     assert {"config.yaml", "scalars.csv", "results.json", "curves.png", "status.json"} <= names
     assert json.loads((tmp_path / "status.json").read_text())["status"] == "complete"
+    for name in ("results.json", "status.json"):  # atomic writes, readable by all
+        assert (tmp_path / name).stat().st_mode & 0o777 == 0o644, name
     scalars = read_scalars(tmp_path / "scalars.csv")
     # per-group metrics next to the overall ones
     for key in (
