@@ -28,7 +28,7 @@ def run(quick: bool = False) -> list[dict]:
     torch.manual_seed(0)
     algo = Algorithm("mappo").build(env, seed=0)
     trainer = Trainer(algo, env, frames_per_batch=frames, total_frames=(ITERATIONS + 1) * frames)
-    logs = trainer.train()[1:]  # drop the warm-up iteration
+    logs = list(trainer.train())[1:]  # drop the warm-up iteration
     train_fps = sum(log["frames"] - prev["frames"] for prev, log in zip(
         trainer.history[:-1], trainer.history[1:])) / sum(log["time/total"] for log in logs)  # fmt: skip
     update_share = statistics.mean(log["time/update"] / log["time/total"] for log in logs)

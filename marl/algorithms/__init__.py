@@ -61,6 +61,7 @@ from marl.algorithms.trainer import (
     EvalEpisodes,
     Trainer,
     TrainerCallback,
+    TrainingRun,
     evaluate,
     evaluate_episodes,
 )
@@ -89,6 +90,7 @@ __all__ = [
     "TD3Config",
     "Trainer",
     "TrainerCallback",
+    "TrainingRun",
     "VDNConfig",
     "evaluate",
     "evaluate_episodes",

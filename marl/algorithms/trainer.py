@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,14 @@ from marl.algorithms.base import Algorithm
 from marl.collectors import Collector
 from marl.envs.common import EnvBase
 
-__all__ = ["EvalEpisodes", "Trainer", "TrainerCallback", "evaluate", "evaluate_episodes"]
+__all__ = [
+    "EvalEpisodes",
+    "Trainer",
+    "TrainerCallback",
+    "TrainingRun",
+    "evaluate",
+    "evaluate_episodes",
+]
 
 Logs = dict[str, float]
 
@@ -169,6 +177,47 @@ def evaluate(
         ['eval/episode_length', 'eval/episode_reward']
     """
     return evaluate_episodes(env, policy, episodes, max_steps, deterministic).logs()
+
+
+class TrainingRun(Iterator[Logs]):
+    """The iterator :meth:`Trainer.train` returns: each ``next`` trains one iteration.
+
+    It warns when it is dropped before its first item, because that is almost
+    always a ``trainer.train()`` statement that was meant to train: iterate it,
+    or call ``list(trainer.train())``.
+
+    Examples:
+        >>> from marl.algorithms import Algorithm, Trainer
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, discrete=True, seed=0)
+        >>> run = Trainer(Algorithm("ppo"), env, frames_per_batch=64, total_frames=128,
+        ...               seed=0).train()
+        >>> next(run)["frames"]  # the first batch is collected and learned from here
+        64
+        >>> [logs["frames"] for logs in run]
+        [128]
+    """
+
+    def __init__(self, logs: Iterator[Logs]) -> None:
+        self._logs = logs
+        self._started = False
+
+    def __iter__(self) -> TrainingRun:
+        return self
+
+    def __next__(self) -> Logs:
+        self._started = True
+        return next(self._logs)
+
+    def __del__(self) -> None:
+        if not self._started:
+            warnings.warn(
+                "Trainer.train() returned an iterator that trains as it is consumed, and it "
+                "was dropped unused: nothing was trained. Iterate it (for logs in "
+                "trainer.train(): ...) or call list(trainer.train()).",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
 
 class TrainerCallback:
@@ -333,17 +382,33 @@ class Trainer:
         interval = self.eval_interval
         return interval is not None and self.frames - self._last_eval_frames >= interval
 
-    def train(self) -> list[Logs]:
-        """Run until ``total_frames`` frames (continuing from a loaded state).
+    def train(self) -> TrainingRun:
+        """Train until ``total_frames`` frames (continuing from a loaded state), lazily.
+
+        Training advances as the returned iterator is consumed, one collected batch
+        per item, so ``for logs in trainer.train(): print(logs)`` shows each
+        iteration as it ends. ``list(trainer.train())`` runs to the end and keeps
+        every iteration's logs. A returned run dropped before it started trains
+        nothing and warns.
 
         Returns:
-            The logs of every iteration of this call.
+            A :class:`TrainingRun`: an iterator over each iteration's logs, then, when
+            a final evaluation is due, the final evaluation's logs.
         """
+        return TrainingRun(self._iterate())
+
+    def _iterate(self) -> Iterator[Logs]:
         self._stop = False
-        algo, collector = self.algorithm, self.collector
         for cb in self.callbacks:
             cb.on_train_start(self)
-        history: list[Logs] = []
+        try:
+            yield from self._iterations()
+        finally:  # also when the consumer stops early or an iteration raises
+            for cb in self.callbacks:
+                cb.on_train_end(self)
+
+    def _iterations(self) -> Iterator[Logs]:
+        algo, collector = self.algorithm, self.collector
         while self.frames < self.total_frames and not self._stop:
             start = time.perf_counter()
             batch = self._next_batch()
@@ -365,21 +430,20 @@ class Trainer:
                 logs.update(self.evaluate())
             logs["time/total"] = time.perf_counter() - start
             logs["fps"] = batch.numel() / max(logs["time/total"], 1e-9)
-            history.append(logs)
-            if self.log_fn is not None:
-                self.log_fn(logs)
+            self._emit(logs)
             for cb in self.callbacks:
                 cb.on_iteration_end(self, logs)
+            yield logs
         if self.eval_env is not None and self._last_eval_frames != self.frames:
             logs = self.evaluate()
             logs.update(frames=self.frames, iteration=self.iteration)
-            history.append(logs)
-            if self.log_fn is not None:
-                self.log_fn(logs)
-        for cb in self.callbacks:
-            cb.on_train_end(self)
-        self.history.extend(history)
-        return history
+            self._emit(logs)
+            yield logs
+
+    def _emit(self, logs: Logs) -> None:
+        self.history.append(logs)
+        if self.log_fn is not None:
+            self.log_fn(logs)
 
     def state_dict(self, include_buffers: bool = False) -> dict[str, Any]:
         """Everything needed to resume: networks, optimizers, counters, RNG, collector.

@@ -320,7 +320,7 @@ class Experiment:
                 logs = trainer.evaluate()
                 for logger in self.loggers.values():
                     logger.log_scalars(logs, 0)
-            history = trainer.train()
+            history = list(trainer.train())
             if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
                 self.save_checkpoint()
             if trainer.last_evaluation is not None:

@@ -112,7 +112,7 @@ def test_single_agent_build_and_train(name):
     trainer = Trainer(
         algo, env, frames_per_batch=32, total_frames=64, seed=0, eval_env=_single(discrete, 2)
     )
-    history = trainer.train()
+    history = list(trainer.train())
     assert [h["frames"] for h in history[:2]] == [32, 64]
     assert any(k.startswith("train/loss_") for k in history[1])
     assert all(torch.isfinite(torch.tensor(v)) for v in history[1].values())
@@ -124,7 +124,7 @@ def test_single_agent_build_and_train(name):
 def test_multi_group_build_and_train(name):
     env = _multi()
     algo = Algorithm(name, config=_small(name))
-    logs = Trainer(algo, env, frames_per_batch=40, total_frames=80, seed=0).train()[-1]
+    logs = list(Trainer(algo, env, frames_per_batch=40, total_frames=80, seed=0).train())[-1]
     for group in ("walker", "picker"):
         assert any(k.startswith(f"train/{group}/loss_") for k in logs), sorted(logs)
         assert f"train/{group}/episode_reward" in logs
@@ -137,7 +137,7 @@ def test_mixed_algorithms_per_group():
         {"walker": "td3", "picker": "dqn"},
         config={"walker": OFF_SMALL, "picker": _small("dqn")},
     )
-    logs = Trainer(algo, env, frames_per_batch=40, total_frames=80, seed=0).train()[-1]
+    logs = list(Trainer(algo, env, frames_per_batch=40, total_frames=80, seed=0).train())[-1]
     assert "train/walker/loss_qvalue" in logs and "train/picker/loss_qvalue" in logs
     assert algo.learners["walker"].algorithm == "td3"
     assert algo.learners["picker"].algorithm == "dqn"
@@ -174,14 +174,14 @@ def test_eval_policy_is_deterministic():
 def test_exploration_anneals_with_frames():
     env = _single(True)
     algo = Algorithm("dqn", config={"eps_annealing_frames": 64, **_small("dqn")})
-    Trainer(algo, env, frames_per_batch=32, total_frames=64, seed=0).train()
+    list(Trainer(algo, env, frames_per_batch=32, total_frames=64, seed=0).train())
     assert algo.learners["root"].exploration[0].eps == pytest.approx(0.04)
 
 
 def test_prioritized_buffer_updates_priorities():
     env = _single(True)
     algo = Algorithm("dqn", config={"prioritized": True, **_small("dqn")})
-    Trainer(algo, env, frames_per_batch=32, total_frames=64, seed=0).train()
+    list(Trainer(algo, env, frames_per_batch=32, total_frames=64, seed=0).train())
     sampler = algo.learners["root"].buffer.sampler
     assert type(sampler).__name__ == "PrioritizedSampler"
     batch = algo.learners["root"].buffer.sample()
@@ -219,7 +219,7 @@ def test_callbacks_log_fn_and_stop():
         log_fn=logged.append,
         seed=0,
     )
-    trainer.train()
+    list(trainer.train())
     assert calls == ["start", ("eval", 32), ("iter", 32), ("eval", 64), ("iter", 64), "end"]
     assert [entry["frames"] for entry in logged] == [32, 64]
     assert trainer.frames == 64
@@ -243,7 +243,7 @@ def _first_update(seed: int, name: str) -> dict:
         total_frames=32,
         seed=seed,
     )
-    return trainer.train()[0]
+    return next(trainer.train())
 
 
 @pytest.mark.parametrize("name", ["ppo", "sac"])
@@ -270,7 +270,7 @@ def test_state_dict_round_trip(name, tmp_path):
 
     trainer = make()
     trainer.total_frames = 64
-    trainer.train()
+    list(trainer.train())
     path = tmp_path / "ckpt.pt"
     torch.save(trainer.state_dict(include_buffers=True), path)
     restored = make()
@@ -291,7 +291,7 @@ def test_state_dict_round_trip(name, tmp_path):
         assert len(restored.algorithm.learners["root"].buffer) == len(
             trainer.algorithm.learners["root"].buffer
         )
-    history = restored.train()
+    history = list(restored.train())
     assert [h["frames"] for h in history] == [96]
 
 
@@ -314,9 +314,32 @@ def test_trainer_with_a_multiprocess_collector():
     )
     try:
         trainer = Trainer(algo, env, frames_per_batch=32, total_frames=1000, collector=collector)
-        logs = trainer.train()
+        logs = list(trainer.train())
     finally:
         collector.shutdown()
     # the collector's own total_frames ends the run
     assert [entry["frames"] for entry in logs] == [32, 64]
     assert "train/loss_objective" in logs[-1]
+
+
+def test_train_streams_one_iteration_at_a_time():
+    """``for logs in trainer.train()`` sees each iteration as it ends, not all at the end."""
+    trainer = Trainer(Algorithm("ppo", config=_small("ppo")), _single(True), frames_per_batch=32,
+                      total_frames=96, seed=0)  # fmt: skip
+    run = trainer.train()
+    assert trainer.frames == 0  # nothing runs before the first item is asked for
+    first = next(run)
+    assert first["frames"] == 32 and trainer.frames == 32
+    assert [logs["frames"] for logs in run] == [64, 96]
+    assert [logs["frames"] for logs in trainer.history] == [32, 64, 96]
+
+
+def test_an_unused_train_call_warns():
+    trainer = Trainer(Algorithm("ppo", config=_small("ppo")), _single(True), frames_per_batch=32,
+                      total_frames=64, seed=0)  # fmt: skip
+    with pytest.warns(RuntimeWarning, match="nothing was trained"):
+        trainer.train()
+        import gc
+
+        gc.collect()
+    assert trainer.frames == 0

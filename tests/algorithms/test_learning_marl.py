@@ -61,9 +61,10 @@ def _learn(
     env = make_task(task, num_envs=num_envs, seed=seed, **kwargs)
     eval_env = make_task(task, num_envs=30, seed=seed + 1000, **kwargs)
     algo = Algorithm(algorithm, config=config)
-    history = Trainer(
+    trainer = Trainer(
         algo, env, frames_per_batch=frames_per_batch, total_frames=total_frames, seed=seed
-    ).train()
+    )
+    history = list(trainer.train())
     rewards = [h["train/episode_reward"] for h in history if "train/episode_reward" in h]
     result = {
         "start": sum(rewards[:2]) / 2,
@@ -133,7 +134,7 @@ def test_heterogeneous_simple_tag_with_different_algorithms_per_group():
             },
         },
     )
-    history = Trainer(algo, env, frames_per_batch=2000, total_frames=24_000, seed=0).train()
+    history = list(Trainer(algo, env, frames_per_batch=2000, total_frames=24_000, seed=0).train())
     wall = time.perf_counter() - start
     assert history[-1]["frames"] == 24_000
     for logs in history:
@@ -207,7 +208,7 @@ def test_iql_plays_tictactoe_turn_based_with_masks():
             "cells": (64, 64),
         },
     )
-    Trainer(algo, env, frames_per_batch=500, total_frames=20_000, seed=0).train()
+    list(Trainer(algo, env, frames_per_batch=500, total_frames=20_000, seed=0).train())
     wall = time.perf_counter() - start
     score = _play_vs_random(make_task("pettingzoo/tictactoe", seed=1), algo.eval_policy(), 200)
     print(f"\niql on tictactoe vs random (200 games): {score} frames=20000 wall_s={wall:.1f}")

@@ -64,7 +64,7 @@ def _learn(
         callbacks=[stop],
         seed=seed,
     )
-    trainer.train()
+    list(trainer.train())
     env.close()
     eval_env.close()
     best = max(r for _, r in stop.evals)

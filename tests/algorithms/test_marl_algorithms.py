@@ -74,7 +74,7 @@ def test_builds_trains_and_changes_parameters(name):
     config = {g: small(algorithm[g]) for g in algorithm}
     algo = Algorithm(algorithm, config=config).build(_multi(), seed=0)
     before = {g: _params(algo.learners[g]) for g in groups}
-    logs = Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train()[-1]
+    logs = list(Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train())[-1]
     for g in groups:
         assert algo.learners[g].algorithm == name
         terms = [k for k in logs if k.startswith(f"train/{g}/loss_")]
@@ -135,7 +135,7 @@ def test_mixed_algorithms_per_group_on_and_off_policy():
         {"walker": "maddpg", "picker": "ippo"},
         config={"walker": small("maddpg"), "picker": small("ippo")},
     )
-    history = Trainer(algo, _multi(), frames_per_batch=40, total_frames=120, seed=0).train()
+    history = list(Trainer(algo, _multi(), frames_per_batch=40, total_frames=120, seed=0).train())
     logs = history[-1]
     assert "train/walker/loss_actor" in logs and "train/picker/loss_objective" in logs
     assert "train/walker/episode_reward" in logs and "train/picker/episode_reward" in logs
@@ -335,7 +335,7 @@ def test_checkpoint_round_trip_of_marl_learners():
     algorithm = {"walker": "maddpg", "picker": "qmix"}
     config = {g: small(a) for g, a in algorithm.items()}
     algo = Algorithm(algorithm, config=config).build(_multi(), seed=0)
-    Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train()
+    list(Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0).train())
     state = algo.state_dict_full()
     fresh = Algorithm(algorithm, config=config).build(_multi(), seed=1)
     fresh.load_state_dict_full(state)
@@ -365,6 +365,6 @@ def test_runs_on_pettingzoo_groups_with_agent_masks(name):
 
     env = make_task("pettingzoo/simple_spread", seed=0, max_cycles=10)
     algo = Algorithm(name, config=small(name))
-    logs = Trainer(algo, env, frames_per_batch=50, total_frames=100, seed=0).train()[-1]
+    logs = list(Trainer(algo, env, frames_per_batch=50, total_frames=100, seed=0).train())[-1]
     assert group_infos(env)["agent"].has_agent_mask
     assert any(k.startswith("train/agent/loss_") for k in logs), sorted(logs)

@@ -25,7 +25,7 @@ def train(callback):
         callbacks=[callback],
         seed=0,
     )
-    trainer.train()
+    list(trainer.train())
     return trainer
 
 
