@@ -1,0 +1,27 @@
+"""Tools to test envs and algorithms: fake envs and the random and no-op baselines.
+
+- :class:`MultiAgentFakeEnv` and :class:`SingleAgentFakeEnv`: fast, vectorized,
+  learnable pure-torch envs that follow the data layout exactly.
+- :func:`random_policy`, :class:`NoopPolicy`, :func:`baseline_returns` and
+  :func:`compare_with_baselines`: the two policies every trained policy must beat,
+  run through the same evaluation as the trained one.
+"""
+
+from marl.testing.baselines import (
+    BaselineComparison,
+    NoopPolicy,
+    baseline_returns,
+    compare_with_baselines,
+    random_policy,
+)
+from marl.testing.fake_envs import MultiAgentFakeEnv, SingleAgentFakeEnv
+
+__all__ = [
+    "BaselineComparison",
+    "MultiAgentFakeEnv",
+    "NoopPolicy",
+    "SingleAgentFakeEnv",
+    "baseline_returns",
+    "compare_with_baselines",
+    "random_policy",
+]
