@@ -89,7 +89,10 @@ class QMixLoss(LossModule):
         if x.ndim <= batch_dims + 1:
             return x
         flat = x.flatten(batch_dims)
-        return flat.float().mean(-1, keepdim=True) if reduce == "mean" else flat.any(-1, True)
+        if reduce == "any":
+            return flat.any(-1, True)
+        # keep a floating reward's dtype (a float64 reward must not be rounded to float32)
+        return (flat if flat.is_floating_point() else flat.float()).mean(-1, keepdim=True)
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         k = self.tensor_keys

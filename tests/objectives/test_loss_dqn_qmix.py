@@ -162,6 +162,20 @@ def test_qmix_per_agent_reward_is_averaged():
     torch.testing.assert_close(out1["loss_qvalue"], out2["loss_qvalue"])
 
 
+def test_qmix_per_agent_reward_keeps_float64():
+    # the team reward of a float64 batch was averaged in float32 (found by the TorchRL
+    # cross-check): the loss then differed from the float64 team reward's by ~1e-8
+    td, *_ = grouped_batch(seed=3)
+    td = td.apply(lambda x: x.double() if x.is_floating_point() else x)
+    net = table_net(("agents", "observation"), ("agents", "action_value")).double()
+    loss = QMixLoss(net, VDNMixer(N)).set_keys(reward=("next", "agents", "reward"))
+    out1 = loss(td)
+    td["next", "reward"] = td["next", "agents", "reward"].mean(-2)
+    out2 = loss.set_keys(reward=("next", "reward"))(td)
+    assert out1["loss_qvalue"].dtype == torch.float64
+    torch.testing.assert_close(out1["loss_qvalue"], out2["loss_qvalue"], rtol=0, atol=1e-12)
+
+
 def test_target_updates():
     net = table_net("observation", "action_value")
     loss = DQNLoss(net)
