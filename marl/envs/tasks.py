@@ -47,6 +47,7 @@ _WRAPPER_ARGS = {
         "categorical_actions",
         "loop_reset_threshold",
         "scenario",
+        "keep_float64",
     },
     "pettingzoo": {
         "task",
@@ -59,6 +60,7 @@ _WRAPPER_ARGS = {
         "categorical_actions",
         "device",
         "render_mode",
+        "keep_float64",
     },
     "gymnasium": {
         "env_id",
@@ -68,6 +70,7 @@ _WRAPPER_ARGS = {
         "vectorization_mode",
         "device",
         "render_mode",
+        "keep_float64",
     },
 }
 
