@@ -243,6 +243,7 @@ def make_task(
     num_envs: int | None = None,
     seed: int | None = None,
     device: Any = None,
+    check_actions: bool = False,
     **overrides: Any,
 ) -> EnvBase:
     """Build a catalogued task, with ``RewardSum`` (and ``StepCounter`` where configured).
@@ -255,6 +256,11 @@ def make_task(
             ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).
+        check_actions: check every action's values at each step (NaN/inf,
+            non-integer, out-of-range or illegal discrete actions) and raise a
+            message naming the key, the expected domain and the offending
+            values. Off by default: it costs time on the hot path (see
+            ``docs/advanced/custom_env.md``); turn it on to debug.
         **overrides: replace entries of the task's ``env`` section (e.g.
             ``max_steps=50``, ``n_agents=5``) or its ``group_map``.
 
@@ -305,7 +311,9 @@ def make_task(
     if transforms.get("step_counter"):
         extra.append(StepCounter(int(transforms["step_counter"])))
     extra.append(RewardSum())
-    return TransformedEnv(env, extra)
+    out = TransformedEnv(env, extra)
+    out.check_actions = check_actions
+    return out
 
 
 def _gym_accepts(env_id: str, key: str) -> bool:

@@ -58,6 +58,9 @@ class GymnasiumEnv(EnvBase):
         device: device of the tensors.
         keep_float64: keep float64 observations, actions and rewards (False:
             convert them to float32).
+        check_actions: check every action before gymnasium sees it (NaN/inf,
+            out-of-range or non-integer discrete actions; see
+            :mod:`marl.envs.action_checks`). Off by default.
         **kwargs: passed to ``gymnasium.make`` / ``make_vec``.
 
     Raises:
@@ -83,6 +86,7 @@ class GymnasiumEnv(EnvBase):
         vectorization_mode: str = "sync",
         device: Any = None,
         keep_float64: bool = False,
+        check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         gym = _import_gymnasium()
@@ -138,6 +142,7 @@ class GymnasiumEnv(EnvBase):
         self.categorical_action_encoding = categorical_action_encoding
         self._act_space = act_space
         self.keep_float64 = keep_float64
+        self.check_actions = check_actions
         self._reward_dtype = np.float64 if keep_float64 else np.float32
         d = self.device
         obs = space_to_spec(obs_space, batch, device=d, keep_float64=keep_float64)

@@ -127,6 +127,9 @@ class PettingZooEnv(EnvBase):
         device: device of the tensors.
         keep_float64: keep float64 observations, states, actions and rewards
             (False: convert them to float32).
+        check_actions: check every action before PettingZoo sees it (NaN/inf,
+            non-integer or out-of-range discrete actions, illegal ones under the
+            action mask; see :mod:`marl.envs.action_checks`). Off by default.
         **kwargs: task arguments (e.g. ``N=3, max_cycles=25``).
 
     Raises:
@@ -155,6 +158,7 @@ class PettingZooEnv(EnvBase):
         categorical_actions: bool = True,
         device: Any = None,
         keep_float64: bool = False,
+        check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         _import_pettingzoo()
@@ -196,6 +200,7 @@ class PettingZooEnv(EnvBase):
         self.done_on_any = done_on_any
         self.categorical_actions = categorical_actions
         self.keep_float64 = keep_float64
+        self.check_actions = check_actions
         self._reward_dtype = np.float64 if keep_float64 else np.float32
         self._seed_next: int | None = seed
         self._make_specs()

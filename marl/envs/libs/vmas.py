@@ -95,6 +95,9 @@ class VmasEnv(EnvBase):
             more go through the vectorized reset.
         keep_float64: keep float64 observations, rewards and infos of a custom
             scenario (False: convert them to float32).
+        check_actions: check every action before VMAS sees it (NaN/inf,
+            out-of-range or non-integer discrete actions; see
+            :mod:`marl.envs.action_checks`). Off by default: it costs time per step.
         **scenario_kwargs: scenario arguments (e.g. ``n_agents=3``).
 
     Raises:
@@ -121,6 +124,7 @@ class VmasEnv(EnvBase):
         categorical_actions: bool = True,
         loop_reset_threshold: int = 2,
         keep_float64: bool = False,
+        check_actions: bool = False,
         **scenario_kwargs: Any,
     ) -> None:
         vmas = _import_vmas()
@@ -162,6 +166,7 @@ class VmasEnv(EnvBase):
         self.max_steps = max_steps
         self.loop_reset_threshold = loop_reset_threshold
         self.keep_float64 = keep_float64
+        self.check_actions = check_actions
         self.agent_names = agents
         index = {a: i for i, a in enumerate(agents)}
         self._groups = [(g, [index[a] for a in members]) for g, members in self.group_map.items()]
