@@ -10,7 +10,7 @@ against its spec first and raises :class:`InvalidActionError` naming the key,
 the expected domain and a few offending values (with how many there are).
 
 The check costs a few tensor reductions per action key and step, so it is off
-on the hot path by default (see ``docs/advanced/custom_env.md`` for measured costs).
+on the hot path by default (``docs/basic/envs_and_groups.md`` gives measured costs).
 
 What is checked, by spec:
 
@@ -104,33 +104,35 @@ def check_action(
         marl.envs.action_checks.InvalidActionError: action 'action': expected integers in [0, 5); got 1 non-integer value(s) of 2: 1.7 at (0,)
     """
     floating = value.is_floating_point()
-    if floating:
-        finite = torch.isfinite(value)
-        if not bool(finite.all()):
-            expected = f"finite values ({type(spec).__name__})"
-            raise _fail(key, expected, "NaN/inf value(s)", value, ~finite)
-    if isinstance(spec, (Categorical, MultiCategorical)):
-        high = spec.n if isinstance(spec, Categorical) else spec.nvec
-        domain = (
-            f"integers in [0, {spec.n})"
-            if isinstance(spec, Categorical)
-            else f"integers in [0, nvec) with nvec={spec.nvec.tolist()}"
-        )
-        if floating:
-            whole = value == value.round()
-            if not bool(whole.all()):
-                raise _fail(key, domain, "non-integer value(s)", value, ~whole)
-        inside = (value >= 0) & (value < high)
+    if floating and not bool(torch.isfinite(value).all()):
+        expected = f"finite values ({type(spec).__name__})"
+        raise _fail(key, expected, "NaN/inf value(s)", value, ~torch.isfinite(value))
+    if isinstance(spec, Categorical):
+        domain = f"integers in [0, {spec.n})"
+        if floating and not bool((value == value.round()).all()):
+            raise _fail(key, domain, "non-integer value(s)", value, value != value.round())
+        if value.numel():
+            low, high = value.aminmax()  # one pass, cheaper than two comparisons
+            if low < 0 or high >= spec.n:
+                raise _fail(
+                    key, domain, "out-of-range value(s)", value, (value < 0) | (value >= spec.n)
+                )
+        if spec.mask is not None or mask is not None:
+            _check_legal(key, value.long(), spec.mask, mask, spec.n)
+    elif isinstance(spec, MultiCategorical):
+        domain = f"integers in [0, nvec) with nvec={spec.nvec.tolist()}"
+        if floating and not bool((value == value.round()).all()):
+            raise _fail(key, domain, "non-integer value(s)", value, value != value.round())
+        inside = (value >= 0) & (value < spec.nvec)
         if not bool(inside.all()):
             raise _fail(key, domain, "out-of-range value(s)", value, ~inside)
-        if isinstance(spec, Categorical):
-            _check_legal(key, value.long(), spec.mask, mask, spec.n)
     elif isinstance(spec, OneHot):
         ok = ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
         if not bool(ok.all()):
             expected = f"one-hot rows over {spec.n} choices"
             raise _fail(key, expected, "bad row(s)", value, ~ok, rows=True)
-        _check_legal(key, value.argmax(-1), spec.mask, mask, spec.n)
+        if spec.mask is not None or mask is not None:
+            _check_legal(key, value.argmax(-1), spec.mask, mask, spec.n)
     elif isinstance(spec, Binary):
         ok = (value == 0) | (value == 1)
         if not bool(ok.all()):
@@ -175,11 +177,28 @@ def check_actions(td: TensorDictBase, action_spec: Composite) -> None:
         ...
         marl.envs.action_checks.InvalidActionError: action 'action': expected finite values (Bounded); got 1 NaN/inf value(s) of 2: nan at (1,)
     """
+    for key, spec, mask_key in _plan(action_spec):
+        mask = None if mask_key is None else td.get(mask_key, None)
+        if mask is not None and mask.dtype != torch.bool:
+            mask = None
+        check_action(key, td.get(key), spec, mask)
+
+
+# id(action_spec) -> (the spec, kept alive so that its id stays unique; the plan)
+_PLANS: dict[int, tuple[Composite, list[tuple[NestedKey, Any, NestedKey | None]]]] = {}
+
+
+def _plan(action_spec: Composite) -> list[tuple[NestedKey, Any, NestedKey | None]]:
+    """The action leaves and where their masks live, computed once per spec object."""
+    cached = _PLANS.get(id(action_spec))
+    if cached is not None and cached[0] is action_spec:
+        return cached[1]
+    plan = []
     for key, spec in action_spec.items(include_nested=True, leaves_only=True):
         key_t = (key,) if isinstance(key, str) else tuple(key)
-        mask = None
-        if isinstance(spec, (Categorical, OneHot)):
-            mask = td.get((*key_t[:-1], "action_mask"), None)
-            if mask is not None and mask.dtype != torch.bool:
-                mask = None
-        check_action(key, td.get(key), spec, mask)
+        mask_key = (*key_t[:-1], "action_mask") if isinstance(spec, (Categorical, OneHot)) else None
+        plan.append((key, spec, mask_key))
+    if len(_PLANS) >= 16:  # a few envs check at once (training, evaluation); keep it small
+        _PLANS.pop(next(iter(_PLANS)))
+    _PLANS[id(action_spec)] = (action_spec, plan)
+    return plan

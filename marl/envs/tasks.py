@@ -260,7 +260,7 @@ def make_task(
             non-integer, out-of-range or illegal discrete actions) and raise a
             message naming the key, the expected domain and the offending
             values. Off by default: it costs time on the hot path (see
-            ``docs/advanced/custom_env.md``); turn it on to debug.
+            ``docs/basic/envs_and_groups.md``); turn it on to debug.
         **overrides: replace entries of the task's ``env`` section (e.g.
             ``max_steps=50``, ``n_agents=5``) or its ``group_map``.
 
