@@ -13,7 +13,34 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 _SUFFIX = re.compile(r"^(?P<prefix>.+)_(?P<index>\d+)$")
 
-__all__ = ["GroupMap", "GroupMapLike"]
+__all__ = ["RESERVED_GROUP_NAMES", "GroupMap", "GroupMapLike"]
+
+#: Names a group may not take: a group's entries live under its name at the
+#: root of every TensorDict, so these would collide with the root keys of the
+#: layout (docs/design.md) and with the root keys the built-in transforms,
+#: replay buffers and collectors write.
+RESERVED_GROUP_NAMES: frozenset[str] = frozenset(
+    {
+        # the layout of docs/design.md
+        "next",
+        "observation",
+        "action",
+        "action_mask",
+        "reward",
+        "done",
+        "terminated",
+        "truncated",
+        "state",
+        "episode_reward",
+        "_reset",
+        # root keys written by the built-in transforms, buffers and collectors
+        "step_count",
+        "is_init",
+        "index",
+        "priority_weight",
+        "collector",
+    }
+)
 
 
 class GroupMap(Mapping[str, list[str]]):
@@ -27,7 +54,8 @@ class GroupMap(Mapping[str, list[str]]):
 
     Raises:
         ValueError: on an empty group, an agent in two groups, an agent that
-            is missing, or an unknown agent. The message names the culprit.
+            is missing, an unknown agent, or a reserved group name (see
+            :data:`RESERVED_GROUP_NAMES`). The message names the culprit.
 
     Examples:
         >>> gm = GroupMap({"red": ["a_0", "a_1"], "blue": ["b_0"]})
@@ -52,6 +80,12 @@ class GroupMap(Mapping[str, list[str]]):
         for name, members in mapping.items():
             if not isinstance(name, str) or not name:
                 raise ValueError(f"group names must be non-empty strings, got {name!r}")
+            if name in RESERVED_GROUP_NAMES:
+                raise ValueError(
+                    f"group name {name!r} is reserved: a group's keys live at the root of the "
+                    f"TensorDict, where {name!r} is already a key. Reserved names: "
+                    f"{sorted(RESERVED_GROUP_NAMES)}"
+                )
             if isinstance(members, str) or not isinstance(members, Iterable):
                 raise ValueError(
                     f"group {name!r} must map to a list of agent names, got {members!r}"
@@ -94,7 +128,23 @@ class GroupMap(Mapping[str, list[str]]):
                 (``"all_in_one"``, ``"one_per_agent"``, ``"by_prefix"``), a
                 ``GroupMap`` or a plain dict.
             agents: the env's agents; the map must cover exactly these.
+
+        Raises:
+            ValueError: as :class:`GroupMap`; for a reserved group name made from
+                the agents' names, the message says to pass a dict with other names.
         """
+        try:
+            return cls._build(spec, agents)
+        except ValueError as err:
+            if "is reserved" not in str(err) or isinstance(spec, Mapping):
+                raise
+            raise ValueError(
+                f"{err}. The agents {list(agents)} give this group name with group_map="
+                f"{spec or 'by_prefix'!r}: pass group_map={{<new name>: [<agents>], ...}} instead"
+            ) from None
+
+    @classmethod
+    def _build(cls, spec: GroupMapLike | None, agents: Sequence[str]) -> GroupMap:
         if spec is None:
             return cls.by_prefix(agents)
         if isinstance(spec, str):

@@ -22,6 +22,7 @@ BENCHMARKS = {
     "vmas_env": "benchmarks.bench_vmas_env",
     "pettingzoo_env": "benchmarks.bench_pettingzoo_env",
     "collector": "benchmarks.bench_collector",
+    "action_checks": "benchmarks.bench_action_checks",
     "train_e2e": "benchmarks.speed.train_e2e",
 }
 FIELDS = ("benchmark", "name", "value", "unit", "baseline_name", "baseline_value", "ratio")

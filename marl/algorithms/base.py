@@ -341,17 +341,41 @@ class Algorithm(nn.Module):
                 logs[prefix + key] = value
         return logs
 
-    def state_dict_full(self) -> dict[str, Any]:
-        """Networks, optimizers and counters (no replay buffers), for checkpoints."""
+    def layout(self) -> dict[str, dict[str, Any]]:
+        """What each group's learner is: ``{group: {"algorithm": name, "n_agents": n}}``.
+
+        Saved with :meth:`state_dict_full` so that a checkpoint is only loaded
+        into an algorithm built the same way.
+        """
         self._check_built()
         return {
+            label: {"algorithm": lr.algorithm, "n_agents": lr.info.n_agents}
+            for label, lr in self.learners.items()
+        }
+
+    def state_dict_full(self) -> dict[str, Any]:
+        """Networks, optimizers and counters (no replay buffers), for checkpoints.
+
+        It also records :meth:`layout`, which :meth:`load_state_dict_full` checks.
+        """
+        self._check_built()
+        return {
+            "layout": self.layout(),
             "modules": self.state_dict(),
             "extra": {k: lr.extra_state() for k, lr in self.learners.items()},
         }
 
     def load_state_dict_full(self, state: dict[str, Any]) -> None:
-        """Restore :meth:`state_dict_full`."""
+        """Restore :meth:`state_dict_full`, after checking that it fits this algorithm.
+
+        Raises:
+            ValueError: before anything is loaded, when the state was built by
+                another algorithm, for other groups or agent counts, or with
+                other network shapes; the message says what the state holds and
+                what this algorithm expects.
+        """
         self._check_built()
+        _check_loadable(state, self.layout(), self.state_dict())
         self.load_state_dict(state["modules"])
         for label, extra in state["extra"].items():
             self.learners[label].load_extra_state(extra)
@@ -369,3 +393,52 @@ class Algorithm(nn.Module):
         """Restore :meth:`buffers_state_dict`."""
         for label, buf in state.items():
             self.learners[label].buffer.load_state_dict(buf)
+
+
+def _describe(layout: Mapping[str, Mapping[str, Any]]) -> str:
+    parts = []
+    for label, entry in layout.items():
+        n = entry.get("n_agents")
+        agents = "" if n is None else f", {n} agent{'s' if n != 1 else ''}"
+        parts.append(f"{label!r}: {entry.get('algorithm') or '?'}{agents}")
+    return "{" + ", ".join(parts) + "}"
+
+
+def _check_loadable(
+    state: Any, layout: dict[str, dict[str, Any]], modules: Mapping[str, torch.Tensor]
+) -> None:
+    """Refuse a state built by another algorithm, group layout or network shape."""
+    if not isinstance(state, Mapping) or not {"modules", "extra"} <= set(state):
+        got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+        raise ValueError(
+            "expected an Algorithm.state_dict_full() state (keys 'layout', 'modules', 'extra'), "
+            f"got {got}"
+        )
+    saved = state.get("layout")
+    if saved is not None and saved != layout:
+        raise ValueError(
+            f"this checkpoint was built for groups {_describe(saved)}, but this algorithm "
+            f"has {_describe(layout)}: a checkpoint only loads into the algorithm, groups "
+            "and agent counts that saved it"
+        )
+    theirs = state["modules"]
+    missing = [k for k in modules if k not in theirs]
+    extra = [k for k in theirs if k not in modules]
+    shapes = [
+        f"{k}: checkpoint {tuple(theirs[k].shape)}, expected {tuple(v.shape)}"
+        for k, v in modules.items()
+        if k in theirs and hasattr(theirs[k], "shape") and theirs[k].shape != v.shape
+    ]
+    if missing or extra or shapes:
+        lines = []
+        if shapes:
+            lines.append(f"{len(shapes)} tensor(s) of another shape: " + "; ".join(shapes[:5]))
+        if missing:
+            lines.append(f"{len(missing)} missing from the checkpoint: {missing[:5]}")
+        if extra:
+            lines.append(f"{len(extra)} not in this algorithm: {extra[:5]}")
+        where = "" if saved is None else f" (groups {_describe(saved)})"
+        raise ValueError(
+            f"this checkpoint{where} does not fit this algorithm's networks "
+            f"({_describe(layout)}; check the model config and the env): " + "; ".join(lines)
+        )

@@ -12,11 +12,30 @@ from marl.data.storages import Index, Storage
 __all__ = ["ListStorage"]
 
 
+class _Unset:
+    """Marks a slot below ``len(storage)`` that was never written."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+    def __reduce__(self) -> str:
+        return "_UNSET"  # pickles as a reference: the sentinel stays a singleton
+
+
+_UNSET = _Unset()
+
+
 class ListStorage(Storage):
     """Stores arbitrary Python objects in a list.
 
     ``get`` returns a list of items (or one item for an int index); the replay
     buffer stacks TensorDicts and tensors into a batch.
+
+    Any slot in ``[0, max_size)`` may be written in any order, as in
+    :class:`~marl.data.TensorStorage`: a writer that wraps around (a first
+    ``extend`` larger than the storage) fills the upper slots first. Slots
+    below ``len(storage)`` that were never written raise on ``get``, where a
+    ``TensorStorage`` would return zeros.
 
     Args:
         max_size: the number of slots.
@@ -44,23 +63,29 @@ class ListStorage(Storage):
             data = data.unbind(0)
         if len(data) != len(index):
             raise ValueError(f"ListStorage: got {len(data)} items for {len(index)} slots")
+        if len(index):
+            end = max(index) + 1
+            if end > len(self._items):
+                self._items.extend([_UNSET] * (end - len(self._items)))
         for i, item in zip(index, data):
-            if i > len(self._items):
-                raise IndexError(
-                    f"ListStorage: slot {i} would leave a gap; {len(self._items)} are filled"
-                )
-            if i == len(self._items):
-                self._items.append(item)
-            else:
-                self._items[i] = item
+            self._items[i] = item
         self._len = len(self._items)
+
+    def _read(self, i: int) -> Any:
+        item = self._items[i]
+        if item is _UNSET:
+            raise IndexError(
+                f"slot {i} of the ListStorage was never written (slots below {self._len} "
+                "were skipped by the writer)"
+            )
+        return item
 
     def get(self, index: Index) -> Any:
         if isinstance(index, int):
-            return self._items[index]
+            return self._read(index)
         if isinstance(index, slice):
-            return self._items[index]
-        return [self._items[i] for i in index.reshape(-1).tolist()]
+            return [self._read(i) for i in range(*index.indices(self._len))]
+        return [self._read(i) for i in index.reshape(-1).tolist()]
 
     def empty(self) -> None:
         self._items = []

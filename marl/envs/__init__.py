@@ -1,5 +1,6 @@
 """Environments: the `EnvBase` API, transforms, batched envs and wrappers."""
 
+from marl.envs.action_checks import InvalidActionError
 from marl.envs.batched import ParallelEnv, SerialEnv, WorkerError
 from marl.envs.builtin_transforms import (
     DoubleToFloat,
@@ -27,6 +28,7 @@ __all__ = [
     "ExcludeTransform",
     "GymnasiumEnv",
     "InitTracker",
+    "InvalidActionError",
     "ObservationNorm",
     "ParallelEnv",
     "PettingZooEnv",

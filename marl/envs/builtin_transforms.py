@@ -4,11 +4,12 @@ init tracking, and key exclusion/renaming. All are group-aware where it matters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
+from torch import nn
 
 from marl.envs.transforms import EnvSpecs, Transform
 from marl.specs import Composite, NestedKey, TensorSpec, Unbounded
@@ -280,67 +281,147 @@ class DoubleToFloat(Transform):
         return td
 
 
+class _Stats(nn.Module):
+    """``loc`` and ``scale`` of one key, as buffers (``None`` until known)."""
+
+    def __init__(self, loc: torch.Tensor | None, scale: torch.Tensor | None) -> None:
+        super().__init__()
+        self.register_buffer("loc", loc)
+        self.register_buffer("scale", scale)
+
+    def _load_from_state_dict(self, state_dict: Any, prefix: str, *args: Any) -> None:
+        # Buffers still None are skipped by nn.Module's loader: give them a tensor
+        # to copy into, so a fresh transform loads saved stats.
+        for name in ("loc", "scale"):
+            saved = state_dict.get(prefix + name)
+            if saved is not None and getattr(self, name) is None:
+                setattr(self, name, torch.empty_like(saved))
+        super()._load_from_state_dict(state_dict, prefix, *args)
+
+
+def _as_stat(value: Any) -> torch.Tensor | None:
+    return None if value is None else torch.as_tensor(value, dtype=torch.float32)
+
+
 class ObservationNorm(Transform):
-    """Affine observation normalization: ``(obs - loc) / scale``.
+    """Affine observation normalization: ``(obs - loc) / scale``, per key.
+
+    Each key in ``in_keys`` has its own ``loc``/``scale``, so one transform
+    can normalize several groups whose observations differ in shape. The
+    statistics are buffers (``stats.<i>.loc``/``stats.<i>.scale``, ``i`` the
+    key's position in ``in_keys``): they travel with ``state_dict()``.
+
+    :meth:`init_stats` floors the scale at ``min_scale`` (default ``1e-2``).
+    A feature that is constant in the sample (a LIDAR reading with nothing in
+    range, a velocity that is zero at reset) has a standard deviation of 0;
+    dividing by a tiny epsilon would turn its first change into a huge input
+    (VMAS navigation reached 2.6e5 with a floor of 1e-6). Observations are
+    usually of order 1, so the floor caps the amplification of such features at
+    100x while leaving every feature that does vary above 1e-2 untouched.
 
     Args:
-        loc: the offset (broadcast against the per-env observation shape).
-        scale: the scale.
-        in_keys: observation keys, sharing ``loc``/``scale`` (use one transform
-            per group when groups differ in shape).
+        loc: the offset: a float or tensor shared by every key, or a mapping
+            ``{key: value}``. Each must broadcast to the key's observation
+            shape (``[*B, n_g, *obs]``) without changing it.
+        scale: the scale, the same way.
+        in_keys: observation keys; ``["observation"]`` by default.
         standard_normal: ``(obs - loc) / scale`` when True, ``obs * scale + loc`` otherwise.
-        eps: lower bound of ``scale`` from :meth:`init_stats`.
+        min_scale: lower bound of the scale set by :meth:`init_stats` (> 0).
 
     Examples:
         >>> from marl.envs import TransformedEnv
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = TransformedEnv(SingleAgentFakeEnv(num_envs=8), ObservationNorm())
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> keys = [("walker", "observation"), ("picker", "observation")]
+        >>> env = TransformedEnv(MultiAgentFakeEnv(num_envs=8), ObservationNorm(in_keys=keys))
         >>> env.transform[0].init_stats(num_iter=50)
-        >>> obs = env.rollout(50, break_when_any_done=False)["observation"]
+        >>> [tuple(env.transform[0].stats_of(k)[1].shape) for k in keys]
+        [(2, 6), (3, 4)]
+        >>> obs = env.rollout(50, break_when_any_done=False)["picker", "observation"]
         >>> bool(obs.mean().abs() < 0.5)
         True
     """
 
     def __init__(
         self,
-        loc: float | torch.Tensor | None = None,
-        scale: float | torch.Tensor | None = None,
+        loc: float | torch.Tensor | Mapping[NestedKey, Any] | None = None,
+        scale: float | torch.Tensor | Mapping[NestedKey, Any] | None = None,
         in_keys: Sequence[NestedKey] | None = None,
         standard_normal: bool = True,
-        eps: float = 1e-6,
+        min_scale: float = 1e-2,
     ) -> None:
         super().__init__()
         self.in_keys = _as_key_list(in_keys) or ["observation"]
+        if not min_scale > 0:
+            raise ValueError(f"min_scale must be > 0, got {min_scale}")
         self.standard_normal = standard_normal
-        self.eps = eps
-        self.register_buffer(
-            "loc", None if loc is None else torch.as_tensor(loc, dtype=torch.float32)
-        )
-        self.register_buffer(
-            "scale", None if scale is None else torch.as_tensor(scale, dtype=torch.float32)
-        )
+        self.min_scale = float(min_scale)
+        locs, scales = self._per_key("loc", loc), self._per_key("scale", scale)
+        self.stats = nn.ModuleList([_Stats(loc_k, scale_k) for loc_k, scale_k in zip(locs, scales)])
+
+    def _per_key(self, name: str, value: Any) -> list[torch.Tensor | None]:
+        if not isinstance(value, Mapping):
+            return [_as_stat(value)] * len(self.in_keys)
+        given = {_t(k): v for k, v in value.items()}
+        unknown = sorted(set(given) - {_t(k) for k in self.in_keys})
+        if unknown:
+            raise ValueError(
+                f"ObservationNorm: {name} has keys not in in_keys: {unknown}; "
+                f"in_keys: {self.in_keys}"
+            )
+        return [_as_stat(given.get(_t(k))) for k in self.in_keys]
+
+    def _index(self, key: NestedKey) -> int:
+        for i, k in enumerate(self.in_keys):
+            if _t(k) == _t(key):
+                return i
+        raise KeyError(f"ObservationNorm: {key!r} is not one of its in_keys {self.in_keys}")
+
+    def stats_of(self, key: NestedKey) -> tuple[torch.Tensor | None, torch.Tensor | None]:
+        """``(loc, scale)`` of one of the ``in_keys``."""
+        module = self.stats[self._index(key)]
+        return module.loc, module.scale
+
+    def _only(self, name: str) -> torch.Tensor | None:
+        if len(self.in_keys) != 1:
+            raise AttributeError(
+                f"ObservationNorm has {len(self.in_keys)} in_keys, each with its own {name}: "
+                "use stats_of(key)"
+            )
+        return getattr(self.stats[0], name)
+
+    @property
+    def loc(self) -> torch.Tensor | None:
+        """The offset, when there is a single key (else use :meth:`stats_of`)."""
+        return self._only("loc")
+
+    @property
+    def scale(self) -> torch.Tensor | None:
+        """The scale, when there is a single key (else use :meth:`stats_of`)."""
+        return self._only("scale")
 
     @property
     def initialized(self) -> bool:
-        return self.loc is not None and self.scale is not None
+        return all(m.loc is not None and m.scale is not None for m in self.stats)
 
     def init_stats(self, num_iter: int = 1000, reduce_dim: Sequence[int] | None = None) -> None:
-        """Set ``loc``/``scale`` to the mean/std of a random-action rollout of the parent.
+        """Set each key's ``loc``/``scale`` to the mean/std of a random-action rollout.
+
+        The scale is floored at ``min_scale`` (see the class docstring).
 
         Args:
             num_iter: rollout length (sub-envs reset as they end).
-            reduce_dim: dims of the rolled-out ``[*B, T, ...]`` tensor to reduce;
-                all batch and time dims by default.
+            reduce_dim: dims of the rolled-out ``[*B, T, ...]`` tensors to reduce;
+                all batch and time dims by default (one statistic per agent and feature).
         """
         parent = self.parent
         if parent is None:
             raise RuntimeError("ObservationNorm.init_stats needs the transform to be in an env")
         data = parent.rollout(num_iter, break_when_any_done=False)
-        obs = data.get(self.in_keys[0]).float()
         dims = tuple(reduce_dim) if reduce_dim is not None else tuple(range(data.ndim))
-        loc = obs.mean(dims)
-        scale = obs.std(dims).clamp_min(self.eps)
-        self.loc, self.scale = loc.to(parent.device), scale.to(parent.device)
+        for key, module in zip(self.in_keys, self.stats):
+            obs = data.get(key).float()
+            module.loc = obs.mean(dims).to(parent.device)
+            module.scale = obs.std(dims).clamp_min(self.min_scale).to(parent.device)
         self._specs_changed()
 
     def call(self, td: TensorDictBase) -> TensorDictBase:
@@ -348,22 +429,32 @@ class ObservationNorm(Transform):
             raise RuntimeError(
                 "ObservationNorm has no loc/scale: pass them or call init_stats() first"
             )
-        for k in self.in_keys:
+        for k, module in zip(self.in_keys, self.stats):
             v = td.get(k, None)
             if v is not None:
-                td.set(
-                    k,
-                    (v - self.loc) / self.scale
-                    if self.standard_normal
-                    else v * self.scale + self.loc,
-                )
+                loc, scale = module.loc, module.scale
+                td.set(k, (v - loc) / scale if self.standard_normal else v * scale + loc)
         return td
 
     def transform_observation_spec(self, spec: Composite) -> Composite:
-        for k in self.in_keys:
+        for k, module in zip(self.in_keys, self.stats):
             if k not in spec:
                 raise KeyError(f"ObservationNorm: {k!r} is not an observation key")
             s = spec[k]
+            for name in ("loc", "scale"):
+                stat = getattr(module, name)
+                if stat is None:
+                    continue
+                try:
+                    fits = torch.broadcast_shapes(stat.shape, s.shape) == s.shape
+                except RuntimeError:
+                    fits = False
+                if not fits:
+                    raise ValueError(
+                        f"ObservationNorm: {name} of shape {tuple(stat.shape)} does not broadcast "
+                        f"to the observation {k!r} of shape {tuple(s.shape)}; give each key its "
+                        f"own value ({name}={{key: value}}) or call init_stats()"
+                    )
             dtype = s.dtype if s.dtype.is_floating_point else torch.float32
             spec[k] = Unbounded(s.shape, dtype=dtype, device=s.device)
         return spec

@@ -70,7 +70,9 @@ def _insert_time(shape: torch.Size, extra_dims: tuple[int, ...]) -> tuple[int, .
     return (*shape[:n_batch], t, *shape[n_batch:])
 
 
-def check_env_specs(env: EnvBase, steps: int = 3, seed: int | None = 0) -> None:
+def check_env_specs(
+    env: EnvBase, steps: int = 3, seed: int | None = 0, check_actions: bool = True
+) -> None:
     """Roll the env out and check every key, shape, dtype and device against its specs.
 
     It checks the reset output, then a random-action rollout of ``steps``
@@ -82,6 +84,8 @@ def check_env_specs(env: EnvBase, steps: int = 3, seed: int | None = 0) -> None:
         env: the env to check.
         steps: rollout length.
         seed: seed applied first (``None`` to leave the env's seed alone).
+        check_actions: turn the env's action checks on during the check (see
+            :mod:`marl.envs.action_checks`); the env's own setting is restored after.
 
     Raises:
         EnvSpecError: listing every mismatch, one per line.
@@ -90,6 +94,15 @@ def check_env_specs(env: EnvBase, steps: int = 3, seed: int | None = 0) -> None:
         >>> from marl.testing import MultiAgentFakeEnv
         >>> check_env_specs(MultiAgentFakeEnv(num_envs=2))
     """
+    previous = env.check_actions
+    env.check_actions = check_actions
+    try:
+        _check_env_specs(env, steps, seed)
+    finally:
+        env.check_actions = previous
+
+
+def _check_env_specs(env: EnvBase, steps: int, seed: int | None) -> None:
     if seed is not None:
         env.set_seed(seed)
     problems: list[str] = []

@@ -14,6 +14,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.action_checks import check_actions as _check_action_values
 from marl.groups import GroupMap
 from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
 
@@ -72,7 +73,15 @@ class EnvBase:
             env-level at the root and per group where the env has them.
         state_spec: ``Composite`` of the inputs other than actions that
             ``step`` reads (empty for most envs).
+        check_actions: when True, ``step`` checks every action's values
+            against its spec first (NaN/inf, non-integer or out-of-range
+            discrete actions, illegal actions under an ``action_mask``) and
+            raises :class:`~marl.envs.InvalidActionError`. Off by default
+            (it costs a few tensor reductions per step); on inside
+            :func:`~marl.envs.check_env_specs`.
     """
+
+    check_actions: bool = False
 
     def __init__(
         self,
@@ -187,9 +196,13 @@ class EnvBase:
         Raises:
             KeyError: when an action is missing.
             ValueError: when an action's shape differs from ``action_spec``.
+            InvalidActionError: with ``check_actions``, when an action's values
+                lie outside its spec (see :mod:`marl.envs.action_checks`).
         """
         self._check_open()
         self._check_actions(td)
+        if self.check_actions:
+            _check_action_values(td, self.action_spec)
         td.set("next", self._step_proc(td))
         return td
 

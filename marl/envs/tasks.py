@@ -8,7 +8,13 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
-  truncate themselves, ``double_to_float: true`` for float64 observations.
+  truncate themselves, ``double_to_float: true`` for float64 observations the
+  wrapper keeps (the wrappers already convert float64 to float32 by default).
+
+A file is checked against this schema when it is loaded: an unknown key, an
+unknown transform or a bad value raises a ``ValueError`` that names the file,
+the key, the valid names and the closest match. The ``env`` section is checked
+against the wrapper's arguments when the task is built.
 
 The files ship inside the package (``marl/tasks``); in a source checkout they
 are read from the repository's top-level ``tasks/`` folder.
@@ -41,6 +47,7 @@ _WRAPPER_ARGS = {
         "categorical_actions",
         "loop_reset_threshold",
         "scenario",
+        "keep_float64",
     },
     "pettingzoo": {
         "task",
@@ -53,6 +60,7 @@ _WRAPPER_ARGS = {
         "categorical_actions",
         "device",
         "render_mode",
+        "keep_float64",
     },
     "gymnasium": {
         "env_id",
@@ -62,8 +70,82 @@ _WRAPPER_ARGS = {
         "vectorization_mode",
         "device",
         "render_mode",
+        "keep_float64",
     },
 }
+
+
+_GROUP_MAP_CONSTRUCTORS = ("all_in_one", "by_prefix", "one_per_agent")
+_TASK_KEYS = ("description", "env", "family", "group_map", "transforms")
+
+
+def _positive_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 1
+
+
+# transform name -> (value check, what a valid value is)
+_TRANSFORMS: dict[str, tuple[Any, str]] = {
+    "double_to_float": (lambda v: isinstance(v, bool), "true or false"),
+    "step_counter": (_positive_int, "a positive int (the episode length)"),
+}
+
+
+def _unknown(kind: str, key: Any, valid: Any) -> str:
+    close = difflib.get_close_matches(str(key), list(valid), n=1, cutoff=0.5)
+    hint = f"; closest: {close[0]!r}" if close else ""
+    return f"unknown {kind} {key!r}; valid: {sorted(valid)}{hint}"
+
+
+def _validate_task_config(config: Any, source: Any) -> None:
+    """Check a parsed task file against the schema; raise listing every problem.
+
+    Raises:
+        ValueError: naming ``source`` (the file), each bad key, the valid names
+            and the closest match.
+    """
+    if not isinstance(config, dict):
+        raise ValueError(f"task file {source} must be a mapping, got {config!r:.200}")
+    problems = [_unknown("key", k, _TASK_KEYS) for k in config if k not in _TASK_KEYS]
+    family = config.get("family")
+    if family not in _FAMILY_PACKAGES:
+        problems.append(f"'family' must be one of {sorted(_FAMILY_PACKAGES)}, got {family!r}")
+    if "description" in config and not isinstance(config["description"], str):
+        problems.append(f"'description' must be a string, got {config['description']!r}")
+    if config.get("env") is not None and not isinstance(config["env"], dict):
+        problems.append(f"'env' must be a mapping of wrapper arguments, got {config['env']!r}")
+    group_map = config.get("group_map")
+    if isinstance(group_map, str):
+        if group_map not in _GROUP_MAP_CONSTRUCTORS:
+            problems.append(
+                "group_map: " + _unknown("constructor", group_map, _GROUP_MAP_CONSTRUCTORS)
+            )
+    elif isinstance(group_map, dict):
+        for group, members in group_map.items():
+            if not isinstance(members, list) or not all(isinstance(m, str) for m in members):
+                problems.append(
+                    f"group_map: group {group!r} must map to a list of agent names, got {members!r}"
+                )
+    elif group_map is not None:
+        problems.append(
+            f"'group_map' must be one of {list(_GROUP_MAP_CONSTRUCTORS)} or a mapping "
+            f"group -> list of agents, got {group_map!r}"
+        )
+    transforms = config.get("transforms")
+    if isinstance(transforms, dict):
+        for name, value in transforms.items():
+            if name not in _TRANSFORMS:
+                problems.append(_unknown("transform", name, _TRANSFORMS))
+                continue
+            check, expected = _TRANSFORMS[name]
+            if not check(value):
+                problems.append(f"transforms.{name} must be {expected}, got {value!r}")
+    elif transforms is not None:
+        problems.append(
+            f"'transforms' must be a mapping name -> value (valid names: {sorted(_TRANSFORMS)}), "
+            f"got {transforms!r}"
+        )
+    if problems:
+        raise ValueError(f"task file {source} is invalid:\n  - " + "\n  - ".join(problems))
 
 
 def _catalogue_root() -> Path:
@@ -115,19 +197,17 @@ def load_task_config(name: str) -> dict[str, Any]:
 
     Raises:
         ValueError: on an unknown task name (listing the closest names) or a
-            malformed file.
+            file that breaks the schema (unknown keys or transforms, bad
+            values: each named with the valid names and the closest match).
     """
     import yaml
 
     path = _index()[_resolve(name)]
     with open(path, encoding="utf-8") as f:
         config = yaml.safe_load(f)
-    if not isinstance(config, dict) or config.get("family") not in _FAMILY_PACKAGES:
-        raise ValueError(
-            f"task file {path} must be a mapping with family in {sorted(_FAMILY_PACKAGES)}, "
-            f"got {config!r:.200}"
-        )
-    config.setdefault("env", {})
+    _validate_task_config(config, path)
+    if config.get("env") is None:
+        config["env"] = {}
     return config
 
 
@@ -163,6 +243,7 @@ def make_task(
     num_envs: int | None = None,
     seed: int | None = None,
     device: Any = None,
+    check_actions: bool = False,
     **overrides: Any,
 ) -> EnvBase:
     """Build a catalogued task, with ``RewardSum`` (and ``StepCounter`` where configured).
@@ -175,6 +256,11 @@ def make_task(
             ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).
+        check_actions: check every action's values at each step (NaN/inf,
+            non-integer, out-of-range or illegal discrete actions) and raise a
+            message naming the key, the expected domain and the offending
+            values. Off by default: it costs time on the hot path (see
+            ``docs/basic/envs_and_groups.md``); turn it on to debug.
         **overrides: replace entries of the task's ``env`` section (e.g.
             ``max_steps=50``, ``n_agents=5``) or its ``group_map``.
 
@@ -225,7 +311,9 @@ def make_task(
     if transforms.get("step_counter"):
         extra.append(StepCounter(int(transforms["step_counter"])))
     extra.append(RewardSum())
-    return TransformedEnv(env, extra)
+    out = TransformedEnv(env, extra)
+    out.check_actions = check_actions
+    return out
 
 
 def _gym_accepts(env_id: str, key: str) -> bool:

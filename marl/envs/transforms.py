@@ -252,6 +252,15 @@ class TransformedEnv(EnvBase):
                 t._set_owner(self)
         self._specs: EnvSpecs | None = None
 
+    @property
+    def check_actions(self) -> bool:  # type: ignore[override]
+        """The base env's switch: actions are checked once, against this env's specs."""
+        return self.base_env.check_actions
+
+    @check_actions.setter
+    def check_actions(self, value: bool) -> None:
+        self.base_env.check_actions = bool(value)
+
     # --------------------------------------------------------- specs
     def _invalidate(self) -> None:
         self._specs = None

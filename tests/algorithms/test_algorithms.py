@@ -343,3 +343,57 @@ def test_an_unused_train_call_warns():
 
         gc.collect()
     assert trainer.frames == 0
+
+
+# ------------------------------------------------------------------ foreign checkpoints
+def _trainer(name, env, **config):
+    algo = Algorithm(name, config={**_small(name), **config})
+    return Trainer(algo, env, frames_per_batch=32, total_frames=64, seed=0)
+
+
+def test_a_checkpoint_of_another_algorithm_is_refused():
+    ppo = _trainer("ppo", _single(True))
+    list(ppo.train())
+    state = ppo.state_dict()
+    a2c = _trainer("a2c", _single(True))
+    before = {k: v.clone() for k, v in a2c.algorithm.state_dict().items()}
+    # PPO and A2C have the same networks: this used to load without a word
+    with pytest.raises(
+        ValueError,
+        match=r"built for groups \{'root': ppo\}, but this algorithm has \{'root': a2c\}",
+    ):
+        a2c.load_state_dict(state)
+    after = a2c.algorithm.state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)  # nothing was loaded
+    assert a2c.frames == 0
+
+
+def test_a_checkpoint_of_other_groups_or_network_shapes_is_refused():
+    multi = _trainer("ppo", _multi())
+    state = multi.state_dict()
+    with pytest.raises(
+        ValueError, match=r"\{'walker': ppo, 2 agents, 'picker': ppo, 3 agents\}.*\{'root': ppo\}"
+    ):
+        _trainer("ppo", _single(False)).load_state_dict(state)
+    mixed = Algorithm({"walker": "ppo", "picker": "a2c"}, config={"walker": SMALL, "picker": SMALL})
+    mixed_trainer = Trainer(mixed, _multi(), frames_per_batch=32, total_frames=64, seed=0)
+    with pytest.raises(ValueError, match=r"'picker': ppo, 3 agents.*'picker': a2c, 3 agents"):
+        mixed_trainer.load_state_dict(state)
+    wider = _trainer("ppo", _multi(), actor_cells=(32,))
+    with pytest.raises(
+        ValueError,
+        match=r"does not fit this algorithm's networks.*checkpoint \(16, \d+\), expected \(32, \d+\)",
+    ):
+        wider.load_state_dict(state)
+
+
+def test_something_else_than_an_algorithm_state_is_refused():
+    algo = Algorithm("ppo", config=_small("ppo")).build(_single(True))
+    with pytest.raises(
+        ValueError, match=r"expected an Algorithm.state_dict_full\(\) state.*\['frames'\]"
+    ):
+        algo.load_state_dict_full({"frames": 3})
+    state = algo.state_dict_full()
+    assert state["layout"] == {"root": {"algorithm": "ppo", "n_agents": None}}
+    del state["layout"]  # a checkpoint written before layouts were saved still loads
+    algo.load_state_dict_full(state)

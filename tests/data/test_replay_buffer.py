@@ -222,10 +222,64 @@ def test_bad_inputs():
     assert rb.storage.get(2)["agents", "observation"].abs().sum() == 0
     with pytest.raises(ValueError, match="items have batch size"):
         rb.extend(torch.stack([marl_batch(2)] * 2, dim=1))
-    with pytest.raises(IndexError, match="gap"):
-        ListStorage(4).set(2, "x")
+    holes = ListStorage(4)
+    holes.set(2, "x")  # like a TensorStorage, any slot may be written first
+    assert len(holes) == 3 and holes.get(2) == "x"
+    with pytest.raises(IndexError, match="slot 0 of the ListStorage was never written"):
+        holes.get(torch.tensor([2, 0]))
     # errors left the buffer as it was
     assert len(rb) == 2
+
+
+def _contents(storage):
+    """What a storage holds, slot by slot, as one TensorDict (lists are stacked)."""
+    items = storage.get(torch.arange(len(storage)))
+    return torch.stack(items) if isinstance(items, list) else items
+
+
+@pytest.mark.parametrize("writer", ["round_robin", "max_value"])
+def test_every_storage_holds_the_same_after_the_same_writes(writer, tmp_path):
+    # A first write larger than the storage wraps around like a ring buffer:
+    # ListStorage used to refuse it ("slot 50 would leave a gap").
+    writes = [150, 30, 1, 250, 7, 99]
+    held = {}
+    for kind, make in STORAGES.items():
+        rank = MaxValueWriter(("next", "agents", "reward"), reduction="max")
+        rb = ReplayBuffer(
+            make(100, tmp_path / kind), writer=rank if writer == "max_value" else None
+        )
+        start, indices = 0, []
+        for n in writes:
+            data = marl_batch(n, start=start)
+            data["next", "agents", "reward"] = torch.randn(
+                n, 3, 1, generator=torch.Generator().manual_seed(start)
+            )
+            indices.append(rb.add(data[0]) if n == 1 else rb.extend(data))
+            start += n
+        held[kind] = (len(rb), _contents(rb.storage), indices)
+    n_list, list_data, list_index = held["list"]
+    for kind in ("tensor", "memmap"):
+        n, data, index = held[kind]
+        assert n == n_list == 100
+        assert [torch.as_tensor(i).tolist() for i in index] == [
+            torch.as_tensor(i).tolist() for i in list_index
+        ]
+        assert (data == list_data).all(), kind
+    # the ring buffer kept the last 100 items written
+    if writer == "round_robin":
+        kept = sorted(list_data["state"][:, 0].long().tolist())
+        assert kept == list(range(sum(writes) - 100, sum(writes)))
+
+
+def test_list_storage_holes_survive_a_state_dict_round_trip(tmp_path):
+    storage = ListStorage(5)
+    storage.set(torch.tensor([3, 1]), ["d", "b"])
+    storage.dumps(tmp_path / "s")
+    other = ListStorage(5)
+    other.loads(tmp_path / "s")
+    assert len(other) == 4 and other.get(slice(1, 4, 2)) == ["b", "d"]
+    with pytest.raises(IndexError, match=r"slot 2 .* never written"):
+        other.get(2)
 
 
 def test_empty_and_state_dict(tmp_path):

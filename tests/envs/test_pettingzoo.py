@@ -203,3 +203,24 @@ def test_missing_pettingzoo(monkeypatch):
     monkeypatch.setitem(sys.modules, "pettingzoo", None)
     with pytest.raises(ImportError, match=r"marl\[pettingzoo\]"):
         PettingZooEnv("simple_spread_v3")
+
+
+class _ReservedNamesEnv(_LeavingEnv):
+    """Agents named like root keys of the layout: ``by_prefix`` would make a group "state"."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.possible_agents = ["state_0", "state_1", "b_0"]
+        self.horizon = {"state_0": 2, "state_1": 4, "b_0": 3}
+
+
+def test_reserved_group_names_from_agent_names_are_refused():
+    with pytest.raises(ValueError, match=r"'state' is reserved.*Reserved names: \[.*'next'"):
+        PettingZooEnv(env=_ReservedNamesEnv())
+    with pytest.raises(ValueError, match="'next' is reserved"):
+        PettingZooEnv(env=_LeavingEnv(), group_map={"next": ["a_0", "a_1"], "b": ["b_0"]})
+    # renaming the group through a dict works
+    env = PettingZooEnv(
+        env=_ReservedNamesEnv(), group_map={"s": ["state_0", "state_1"], "b": ["b_0"]}
+    )
+    check_env_specs(env, steps=5)

@@ -148,3 +148,82 @@ def test_catalogue_ships_with_the_package(tmp_path):
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
+
+
+# ------------------------------------------------------------------ the task file schema
+@pytest.fixture
+def catalogue(tmp_path, monkeypatch):
+    """A private catalogue folder: write ``<family>/<name>.yaml`` files into it."""
+    import marl.envs.tasks as tasks
+
+    monkeypatch.setattr(tasks, "_catalogue_root", lambda: tmp_path)
+    tasks._index.cache_clear()
+
+    def write(name: str, text: str) -> Path:
+        path = tmp_path / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+        tasks._index.cache_clear()
+        return path
+
+    yield write
+    tasks._index.cache_clear()
+
+
+GOOD = "description: d\nfamily: vmas\nenv:\n  scenario: navigation\n  max_steps: 10\n"
+
+
+@pytest.mark.parametrize(
+    "extra, match",
+    [
+        ("group_mapp: by_prefix\n", r"unknown key 'group_mapp'.*closest: 'group_map'"),
+        ("transfroms:\n  step_counter: 10\n", r"unknown key 'transfroms'.*closest: 'transforms'"),
+        (
+            "transforms:\n  step_countr: 10\n",
+            r"unknown transform 'step_countr'.*valid: \['double_to_float', 'step_counter'\]"
+            r".*closest: 'step_counter'",
+        ),
+        ("transforms:\n  step_counter: ten\n", r"transforms.step_counter.*positive int.*'ten'"),
+        ("transforms:\n  step_counter: 0\n", r"transforms.step_counter.*positive int.*0"),
+        ("transforms:\n  step_counter: true\n", r"transforms.step_counter.*positive int.*True"),
+        ("transforms:\n  double_to_float: 'yes'\n", r"double_to_float.*true or false.*'yes'"),
+        ("transforms: [step_counter]\n", r"'transforms' must be a mapping"),
+        ("group_map: by_prefx\n", r"group_map.*'by_prefx'.*closest: 'by_prefix'"),
+        ("group_map:\n  a: agent_0\n", r"group_map.*group 'a'.*list of agent names"),
+        ("description: [1]\n", r"'description' must be a string"),
+    ],
+)
+def test_task_files_with_typos_are_refused_when_loaded(catalogue, extra, match):
+    path = catalogue(
+        "vmas/bad",
+        GOOD + extra
+        if not extra.startswith("description")
+        else GOOD.replace("description: d\n", extra),
+    )
+    with pytest.raises(ValueError, match=match) as err:
+        load_task_config("vmas/bad")
+    assert str(path) in str(err.value)  # names the file
+    with pytest.raises(ValueError, match=match):
+        make_task("vmas/bad", num_envs=1)
+
+
+def test_every_problem_of_a_task_file_is_listed_at_once(catalogue):
+    catalogue("vmas/bad", GOOD + "group_mapp: by_prefix\ntransforms:\n  step_countr: 10\n")
+    with pytest.raises(ValueError, match=r"(?s)'group_mapp'.*'step_countr'"):
+        load_task_config("vmas/bad")
+
+
+def test_a_valid_private_task_file_loads_and_builds(catalogue):
+    catalogue("vmas/good", GOOD + "group_map: all_in_one\ntransforms:\n  step_counter: 3\n")
+    env = make_task("vmas/good", num_envs=2, seed=0)
+    assert list(env.group_map) == ["agents"]
+    assert env.rollout(10, break_when_any_done=True).shape == (2, 3)
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_every_shipped_task_file_passes_the_schema(name):
+    from marl.envs.tasks import _validate_task_config
+
+    config = load_task_config(name)
+    _validate_task_config(config, f"{name}.yaml")  # load_task_config ran it too: no error
+    assert set(config) <= {"description", "family", "env", "group_map", "transforms"}

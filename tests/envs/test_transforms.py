@@ -146,3 +146,69 @@ def test_transform_forward_on_offline_data():
     out = t(data)
     assert out["observation"].dtype == torch.float32
     assert out["next", "observation"].dtype == torch.float32
+
+
+def test_observation_norm_floors_the_scale_of_features_constant_in_the_sample():
+    pytest.importorskip("vmas")
+    from marl.envs import VmasEnv
+
+    env = TransformedEnv(
+        VmasEnv("navigation", num_envs=16, n_agents=3, max_steps=100, seed=0),
+        ObservationNorm(in_keys=[("agent", "observation")]),
+    )
+    norm = env.transform[0]
+    norm.init_stats(num_iter=50)
+    obs = env.rollout(200, break_when_any_done=False)["agent", "observation"]
+    assert obs.abs().max() < 100  # was 2.6e5 with a 1e-6 floor
+    # the LIDAR features are constant (nothing in range) for some agents in the sample
+    assert (norm.scale == 1e-2).any() and (norm.scale >= 1e-2).all()
+
+
+def test_observation_norm_over_groups_of_different_shapes():
+    keys = [("walker", "observation"), ("picker", "observation"), "state"]
+    env = TransformedEnv(MultiAgentFakeEnv(num_envs=16, seed=0), ObservationNorm(in_keys=keys))
+    norm = env.transform[0]
+    norm.init_stats(num_iter=40)
+    assert norm.stats_of(("walker", "observation"))[0].shape == (2, 6)
+    assert norm.stats_of(("picker", "observation"))[1].shape == (3, 4)
+    assert norm.stats_of("state")[0].shape == (8,)
+    check_env_specs(env, steps=5)
+    td = env.rollout(40, break_when_any_done=False)
+    for key in keys:
+        obs = td[key]
+        assert obs.mean((0, 1)).abs().max() < 0.3, key
+        assert (obs.std((0, 1)) - 1).abs().max() < 0.3, key
+    # the stats are buffers: a fresh transform loads them from the state_dict
+    state = norm.state_dict()
+    assert sorted(state) == [f"stats.{i}.{s}" for i in range(3) for s in ("loc", "scale")]
+    fresh = ObservationNorm(in_keys=keys)
+    env2 = TransformedEnv(MultiAgentFakeEnv(num_envs=16, seed=0), fresh)
+    fresh.load_state_dict(state)
+    for key in keys:
+        assert torch.equal(fresh.stats_of(key)[0], norm.stats_of(key)[0])
+    torch.testing.assert_close(
+        env2.rollout(3)["state"],
+        TransformedEnv(
+            MultiAgentFakeEnv(num_envs=16, seed=0),
+            ObservationNorm(
+                loc={k: norm.stats_of(k)[0] for k in keys},
+                scale={k: norm.stats_of(k)[1] for k in keys},
+                in_keys=keys,
+            ),
+        ).rollout(3)["state"],
+    )
+
+
+def test_observation_norm_shared_stats_that_do_not_fit_a_key_are_refused():
+    keys = [("walker", "observation"), ("picker", "observation")]
+    env = TransformedEnv(
+        MultiAgentFakeEnv(num_envs=2), ObservationNorm(loc=torch.zeros(6), scale=1.0, in_keys=keys)
+    )
+    with pytest.raises(
+        ValueError, match=r"loc of shape \(6,\).*\('picker', 'observation'\).*\(2, 3, 4\)"
+    ):
+        _ = env.observation_spec
+    with pytest.raises(ValueError, match=r"loc.*keys not in in_keys.*'stat'"):
+        ObservationNorm(loc={"stat": 0.0}, scale=1.0, in_keys=["state"])
+    with pytest.raises(ValueError, match="min_scale must be > 0"):
+        ObservationNorm(min_scale=0.0)

@@ -58,6 +58,7 @@ def space_to_spec(
     categorical: bool = True,
     device: Any = None,
     float_dtype: torch.dtype | None = None,
+    keep_float64: bool = True,
 ) -> SpecLike:
     """Convert a gym(nasium) space to a spec with leading ``batch`` dims.
 
@@ -69,6 +70,8 @@ def space_to_spec(
             ``OneHot`` otherwise.
         device: device of the spec.
         float_dtype: override the dtype of float ``Box`` spaces.
+        keep_float64: when False, float64 ``Box`` spaces become float32 specs
+            (the wrappers' default: policies and losses compute in float32).
 
     Returns:
         A ``TensorSpec`` (or a ``Composite`` for ``Dict``/``Tuple`` spaces).
@@ -87,6 +90,8 @@ def space_to_spec(
         dtype = numpy_to_torch_dtype(space.dtype)
         if float_dtype is not None and dtype.is_floating_point:
             dtype = float_dtype
+        elif not keep_float64 and dtype == torch.float64:
+            dtype = torch.float32
         shape = (*batch, *space.shape)
         low = np.asarray(space.low, dtype=np.float64)
         high = np.asarray(space.high, dtype=np.float64)
@@ -125,7 +130,12 @@ def space_to_spec(
         return Composite(
             {
                 k: space_to_spec(
-                    sub, batch, categorical=categorical, device=device, float_dtype=float_dtype
+                    sub,
+                    batch,
+                    categorical=categorical,
+                    device=device,
+                    float_dtype=float_dtype,
+                    keep_float64=keep_float64,
                 )
                 for k, sub in space.spaces.items()
             },
@@ -136,7 +146,12 @@ def space_to_spec(
         return Composite(
             {
                 str(i): space_to_spec(
-                    sub, batch, categorical=categorical, device=device, float_dtype=float_dtype
+                    sub,
+                    batch,
+                    categorical=categorical,
+                    device=device,
+                    float_dtype=float_dtype,
+                    keep_float64=keep_float64,
                 )
                 for i, sub in enumerate(space.spaces)
             },

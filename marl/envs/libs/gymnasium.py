@@ -41,6 +41,11 @@ class GymnasiumEnv(EnvBase):
     ``AutoresetMode.SAME_STEP`` also works: its final observation is taken from
     ``info["final_obs"]`` and the reset observation is kept for the next reset.
 
+    float64 observations and actions (MuJoCo's HalfCheetah) become float32
+    specs and data, and rewards are float32, unless ``keep_float64=True``:
+    policies and losses compute in float32. Actions go back to the env in its
+    own dtype.
+
     Args:
         env_id: a registered id such as ``"CartPole-v1"``.
         env: an existing ``gymnasium.Env`` or ``gymnasium.vector.VectorEnv``
@@ -51,6 +56,11 @@ class GymnasiumEnv(EnvBase):
             one-hot (False).
         vectorization_mode: ``"sync"`` or ``"async"`` (with ``num_envs``).
         device: device of the tensors.
+        keep_float64: keep float64 observations, actions and rewards (False:
+            convert them to float32).
+        check_actions: check every action before gymnasium sees it (NaN/inf,
+            out-of-range or non-integer discrete actions; see
+            :mod:`marl.envs.action_checks`). Off by default.
         **kwargs: passed to ``gymnasium.make`` / ``make_vec``.
 
     Raises:
@@ -75,6 +85,8 @@ class GymnasiumEnv(EnvBase):
         *,
         vectorization_mode: str = "sync",
         device: Any = None,
+        keep_float64: bool = False,
+        check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         gym = _import_gymnasium()
@@ -129,15 +141,25 @@ class GymnasiumEnv(EnvBase):
         self.env_id = env_id
         self.categorical_action_encoding = categorical_action_encoding
         self._act_space = act_space
+        self.keep_float64 = keep_float64
+        self.check_actions = check_actions
+        self._reward_dtype = np.float64 if keep_float64 else np.float32
         d = self.device
-        obs = space_to_spec(obs_space, batch, device=d)
+        obs = space_to_spec(obs_space, batch, device=d, keep_float64=keep_float64)
         self._dict_obs = isinstance(obs, Composite)
         self.observation_spec = Composite({"observation": obs}, shape=batch, device=d)
-        act = space_to_spec(act_space, batch, categorical=categorical_action_encoding, device=d)
+        act = space_to_spec(
+            act_space,
+            batch,
+            categorical=categorical_action_encoding,
+            device=d,
+            keep_float64=keep_float64,
+        )
         self._one_hot = isinstance(act, OneHot)
         self.action_spec = Composite({"action": act}, shape=batch, device=d)
+        reward_dtype = torch.float64 if keep_float64 else torch.float32
         self.reward_spec = Composite(
-            {"reward": Unbounded((*batch, 1), device=d)}, shape=batch, device=d
+            {"reward": Unbounded((*batch, 1), dtype=reward_dtype, device=d)}, shape=batch, device=d
         )
         self._seed_next = seed
         self._pending: dict[int, Any] = {}
@@ -207,7 +229,7 @@ class GymnasiumEnv(EnvBase):
         out = self._obs_td(obs)
         out.set(
             "reward",
-            torch.as_tensor(np.asarray(reward, dtype=np.float32))
+            torch.as_tensor(np.asarray(reward, dtype=self._reward_dtype))
             .reshape(*self.batch_size, 1)
             .to(self.device),
         )

@@ -16,7 +16,13 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.common import EnvBase, make_done_spec
-from marl.envs.libs._spaces import new_td, space_to_spec, stack_agent_specs, to_numpy_action
+from marl.envs.libs._spaces import (
+    new_td,
+    numpy_to_torch_dtype,
+    space_to_spec,
+    stack_agent_specs,
+    to_numpy_action,
+)
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, OneHot, TensorSpec, Unbounded
 
@@ -95,6 +101,12 @@ class PettingZooEnv(EnvBase):
       was truncated;
     - ``"state"`` with ``return_state=True``.
 
+    float64 observations, states and actions (``knights_archers_zombies``,
+    sisl) become float32 specs and data, and rewards are float32, unless
+    ``keep_float64=True``: policies and losses compute in float32, and a
+    float64 input fails deep inside a network otherwise. Actions go back to the
+    env in its own dtype.
+
     Agents that leave early keep valid entries (zeros) until the episode ends.
     In AEC mode, one ``step`` plays the acting agent's move; the observations
     of every agent are refreshed after it, and turns of agents that are
@@ -113,6 +125,11 @@ class PettingZooEnv(EnvBase):
         done_on_any: end the episode when any agent is done.
         categorical_actions: discrete actions as indices (True) or one-hot (False).
         device: device of the tensors.
+        keep_float64: keep float64 observations, states, actions and rewards
+            (False: convert them to float32).
+        check_actions: check every action before PettingZoo sees it (NaN/inf,
+            non-integer or out-of-range discrete actions, illegal ones under the
+            action mask; see :mod:`marl.envs.action_checks`). Off by default.
         **kwargs: task arguments (e.g. ``N=3, max_cycles=25``).
 
     Raises:
@@ -140,6 +157,8 @@ class PettingZooEnv(EnvBase):
         done_on_any: bool = False,
         categorical_actions: bool = True,
         device: Any = None,
+        keep_float64: bool = False,
+        check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         _import_pettingzoo()
@@ -180,6 +199,9 @@ class PettingZooEnv(EnvBase):
         self.return_state = return_state
         self.done_on_any = done_on_any
         self.categorical_actions = categorical_actions
+        self.keep_float64 = keep_float64
+        self.check_actions = check_actions
+        self._reward_dtype = np.float64 if keep_float64 else np.float32
         self._seed_next: int | None = seed
         self._make_specs()
         if seed is not None:
@@ -209,7 +231,13 @@ class PettingZooEnv(EnvBase):
             spaces = [env.action_space(a) for a in members]
             act = stack_agent_specs(
                 [
-                    space_to_spec(s, (), categorical=self.categorical_actions, device=d)
+                    space_to_spec(
+                        s,
+                        (),
+                        categorical=self.categorical_actions,
+                        device=d,
+                        keep_float64=self.keep_float64,
+                    )
                     for s in spaces
                 ],
                 members,
@@ -218,7 +246,8 @@ class PettingZooEnv(EnvBase):
                 0,
             )
             act_spec[g] = Composite({"action": act}, shape=(n,), device=d)
-            rew_spec[g] = Composite({"reward": Unbounded((n, 1), device=d)}, shape=(n,), device=d)
+            reward = Unbounded((n, 1), dtype=numpy_to_torch_dtype(self._reward_dtype), device=d)
+            rew_spec[g] = Composite({"reward": reward}, shape=(n,), device=d)
             done_spec[g] = make_done_spec((n,), d)
             dict_obs = isinstance(obs, Composite)
             keys = list(obs.keys()) if dict_obs else ["observation"]
@@ -240,7 +269,7 @@ class PettingZooEnv(EnvBase):
                 raise ValueError(
                     f"return_state=True but {type(env.unwrapped).__name__} has no global state"
                 )
-            obs_spec["state"] = space_to_spec(space, (), device=d)
+            obs_spec["state"] = space_to_spec(space, (), device=d, keep_float64=self.keep_float64)
         self.observation_spec = obs_spec
         self.action_spec = act_spec
         self.reward_spec = rew_spec
@@ -255,7 +284,7 @@ class PettingZooEnv(EnvBase):
 
     def _agent_obs_spec(self, space: Any) -> tuple[TensorSpec | Composite, int | None]:
         """Spec of one agent's observation, without its action mask (and the mask's size)."""
-        spec = space_to_spec(space, (), device=self.device)
+        spec = space_to_spec(space, (), device=self.device, keep_float64=self.keep_float64)
         if isinstance(spec, Composite) and "action_mask" in spec:
             n = spec["action_mask"].shape[-1]
             rest = {k: spec[k] for k in spec.keys() if k != "action_mask"}
@@ -296,7 +325,7 @@ class PettingZooEnv(EnvBase):
             if self.use_mask:
                 group["mask"] = torch.from_numpy(flags[:, 3])
             if rewards is not None:
-                r = np.array([rewards.get(a, 0.0) for a in members], dtype=np.float32)
+                r = np.array([rewards.get(a, 0.0) for a in members], dtype=self._reward_dtype)
                 group["reward"] = torch.from_numpy(r[:, None])
             root[g] = new_td(group, self._group_sizes[g])
         done = any_done if self.done_on_any else all_done

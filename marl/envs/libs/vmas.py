@@ -32,6 +32,21 @@ def _import_vmas() -> Any:
     return vmas
 
 
+def _is_float64(obs: Any) -> bool:
+    if isinstance(obs, dict):
+        return any(_is_float64(v) for v in obs.values())
+    return isinstance(obs, torch.Tensor) and obs.dtype == torch.float64
+
+
+def _keeps_float64(env: VmasEnv, is_float64: bool) -> bool:
+    """Whether a float64 source keeps its dtype."""
+    return is_float64 and env.keep_float64
+
+
+def _to_float32(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype == torch.float64 else x
+
+
 def _scenario_names() -> list[str]:
     vmas = _import_vmas()
     names: list[str] = []
@@ -62,6 +77,10 @@ class VmasEnv(EnvBase):
     keeps per-env state outside such tensors (Python lists, batch dim not
     first) should use ``loop_reset_threshold=num_envs``.
 
+    VMAS computes in float32; a custom scenario that returns float64
+    observations, rewards or infos has them converted to float32, unless
+    ``keep_float64=True`` (then float64 observations keep a float64 spec).
+
     Args:
         scenario: a VMAS scenario name (e.g. ``"navigation"``) or a
             ``BaseScenario`` instance.
@@ -74,6 +93,11 @@ class VmasEnv(EnvBase):
         categorical_actions: discrete actions as indices (True) or one-hot (False).
         loop_reset_threshold: at most this many sub-envs are reset one by one;
             more go through the vectorized reset.
+        keep_float64: keep float64 observations, rewards and infos of a custom
+            scenario (False: convert them to float32).
+        check_actions: check every action before VMAS sees it (NaN/inf,
+            out-of-range or non-integer discrete actions; see
+            :mod:`marl.envs.action_checks`). Off by default: it costs time per step.
         **scenario_kwargs: scenario arguments (e.g. ``n_agents=3``).
 
     Raises:
@@ -99,6 +123,8 @@ class VmasEnv(EnvBase):
         *,
         categorical_actions: bool = True,
         loop_reset_threshold: int = 2,
+        keep_float64: bool = False,
+        check_actions: bool = False,
         **scenario_kwargs: Any,
     ) -> None:
         vmas = _import_vmas()
@@ -139,6 +165,8 @@ class VmasEnv(EnvBase):
         self.categorical_actions = categorical_actions
         self.max_steps = max_steps
         self.loop_reset_threshold = loop_reset_threshold
+        self.keep_float64 = keep_float64
+        self.check_actions = check_actions
         self.agent_names = agents
         index = {a: i for i, a in enumerate(agents)}
         self._groups = [(g, [index[a] for a in members]) for g, members in self.group_map.items()]
@@ -149,7 +177,10 @@ class VmasEnv(EnvBase):
     # ------------------------------------------------------------ specs
     def _make_specs(self) -> None:
         env, b, d = self._env, (self.num_envs,), self.device
-        _, info_raw = env.reset(return_observations=True, return_info=True)
+        obs_raw, info_raw = env.reset(return_observations=True, return_info=True)
+        # VMAS's spaces say float32; a float64 scenario keeps float64 only when asked.
+        is64 = [_is_float64(o) for o in obs_raw]
+        self._float_dtype = torch.float64 if _keeps_float64(self, any(is64)) else torch.float32
         obs_spec = Composite(shape=b, device=d)
         act_spec = Composite(shape=b, device=d)
         rew_spec = Composite(shape=b, device=d)
@@ -161,7 +192,15 @@ class VmasEnv(EnvBase):
             n = len(idx)
             agents = [env.agents[i] for i in idx]
             obs = stack_agent_specs(
-                [space_to_spec(env.observation_space[i], b, device=d) for i in idx],
+                [
+                    space_to_spec(
+                        env.observation_space[i],
+                        b,
+                        device=d,
+                        float_dtype=torch.float64 if _keeps_float64(self, is64[i]) else None,
+                    )
+                    for i in idx
+                ],
                 names,
                 g,
                 "observation",
@@ -186,7 +225,8 @@ class VmasEnv(EnvBase):
                 group_obs["info"] = info
             obs_spec[g] = group_obs
             act_spec[g] = Composite({"action": act}, shape=(*b, n), device=d)
-            rew_spec[g] = Composite({"reward": Unbounded((*b, n, 1), device=d)}, shape=(*b, n))
+            reward = Unbounded((*b, n, 1), dtype=self._float_dtype, device=d)
+            rew_spec[g] = Composite({"reward": reward}, shape=(*b, n))
             done_spec[g] = make_done_spec((*b, n), d)
         self.observation_spec = obs_spec
         self.action_spec = act_spec
@@ -218,7 +258,10 @@ class VmasEnv(EnvBase):
                         f"but agent {names[0]!r} has {tuple(value.shape)}; put them in "
                         "different groups"
                     )
-            spec[key] = Unbounded((*b, n, *value.shape[1:]), dtype=value.dtype, device=self.device)
+            dtype = value.dtype
+            if dtype == torch.float64 and not self.keep_float64:
+                dtype = torch.float32
+            spec[key] = Unbounded((*b, n, *value.shape[1:]), dtype=dtype, device=self.device)
         return spec
 
     # ------------------------------------------------------------ data
@@ -243,8 +286,12 @@ class VmasEnv(EnvBase):
             gb = self._group_batch[g]
             if self._dict_obs[g]:
                 o = torch.stack([TensorDict(obs[i], batch_size=b) for i in idx], dim=1)
+                if not self.keep_float64:
+                    o = o.apply(_to_float32)
             else:
                 o = torch.stack([obs[i] for i in idx], dim=1)
+                if o.dtype == torch.float64 and not self.keep_float64:
+                    o = o.float()
             group: dict[str, Any] = {"observation": o}
             keys = self._info_keys[g]
             if keys:
@@ -255,7 +302,9 @@ class VmasEnv(EnvBase):
                     self.device,
                 )
             if rews is not None:
-                group["reward"] = torch.stack([rews[i].reshape(nb, 1) for i in idx], dim=1)
+                group["reward"] = torch.stack([rews[i].reshape(nb, 1) for i in idx], dim=1).to(
+                    self._float_dtype
+                )
                 group["done"] = done.unsqueeze(1).expand(nb, n, 1).clone()
                 group["terminated"] = term.unsqueeze(1).expand(nb, n, 1).clone()
                 group["truncated"] = trunc.unsqueeze(1).expand(nb, n, 1).clone()
