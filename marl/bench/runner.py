@@ -285,7 +285,10 @@ def run_suite(
     if baselines:
         from marl.bench.baselines import suite_baselines
 
-        baselines_file = suite_baselines(suite, output, overrides, messages.append)
+        try:
+            baselines_file = suite_baselines(suite, output, overrides, messages.append)
+        except Exception as err:  # e.g. inside a running hydra app: the runs matter more
+            messages.append(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
     outcomes: dict[int, Outcome] = {}
     bar = _progress_bar(len(todo), suite.name, progress)
