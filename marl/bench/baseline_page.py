@@ -185,9 +185,10 @@ def render_page(results: Sequence[TaskBaselines], command: str) -> str:
     if constant:
         lines += [
             f"{', '.join(constant)}: every episode returns exactly 0 for both policies. In a "
-            "two-player zero-sum game whose players share one group, the team return (the "
-            "mean over the group's agents) is 0 whatever the policy: compare such tasks on "
-            "per-agent metrics (e.g. a win rate) instead.",
+            "two-player zero-sum game whose players share one group (a board game), the team "
+            "return, the mean over the group's agents, is 0 whatever the policy: compare such "
+            "tasks on per-agent metrics (e.g. a win rate) instead. Elsewhere it means that "
+            "neither policy earned any reward in these episodes.",
             "",
         ]
     if failed:
