@@ -14,13 +14,13 @@ from marl.bench import Run, load_suite
 from marl.bench import baselines as bench_baselines
 from marl.bench import cli as bench_cli
 from marl.bench import runner as bench_runner
-from marl.bench.baseline_page import main as page_main
 from marl.bench.baselines import (
     EvalSettings,
     evaluate_baselines,
     evaluation_settings,
     suite_baselines,
 )
+from marl.bench.baselines.page import main as page_main
 from marl.report import load_baselines
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_runner.py"))]
@@ -176,7 +176,7 @@ def test_the_baselines_page(tmp_path, monkeypatch, capsys, vmas):
             raise RuntimeError("broken scenario")
         return real(settings)
 
-    monkeypatch.setattr("marl.bench.baseline_page.evaluate_baselines", some_fail)
+    monkeypatch.setattr("marl.bench.baselines.page.evaluate_baselines", some_fail)
     page = tmp_path / "baselines.md"
     args = ["--out", str(page), "--tasks", "vmas/navigation,vmas/balance", "--episodes", "2"]
     assert page_main(args) == 0

@@ -15,7 +15,7 @@ otherwise, seeded ``seed + 1``). Runs whose settings differ (``qmix`` with
 cached in the file: a second ``marl-bench`` call computes only what is new.
 
 ``python -m marl.bench.baselines --out docs/results/baselines.md`` writes the
-docs page of the baselines of every catalogue task (see :mod:`marl.bench.baseline_page`).
+docs page of the baselines of every catalogue task (see :mod:`marl.bench.baselines.page`).
 """
 
 from __future__ import annotations
@@ -315,11 +315,3 @@ def _entry(
         report(f"baselines of {first.task} ({', '.join(algorithms)}): {values} "
                f"({len(seeds)} seeds x {first.episodes} episodes, {wall:.1f}s)")  # fmt: skip
     return entry
-
-
-if __name__ == "__main__":  # pragma: no cover
-    import sys
-
-    from marl.bench.baseline_page import main
-
-    sys.exit(main())
