@@ -144,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             slurm=_slurm(args.slurm),
             progress=not args.quiet,
             baselines=not args.no_baselines,
+            on_message=lambda line: print(f"marl-bench: {line}", flush=True),
         )
     except ImportError as err:
         print(f"marl-bench: {err}", file=sys.stderr)
@@ -151,8 +152,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SuiteError, ValueError, FileNotFoundError) as err:
         print(f"marl-bench: error: {err}", file=sys.stderr)
         return 2
-    for message in summary.messages:
-        print(f"marl-bench: {message}")
     print(summary.table())
     for o in summary.failed:
         print(f"\nFAILED {o.run.name} ({o.reason}); log {o.log}:", file=sys.stderr)

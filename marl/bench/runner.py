@@ -21,7 +21,7 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -232,6 +232,7 @@ def run_suite(
     progress: bool = False,
     runner: Sequence[str] | None = None,
     baselines: bool = True,
+    on_message: Callable[[str], None] | None = None,
 ) -> BenchSummary:
     """Run every run of a suite that is not complete yet.
 
@@ -247,6 +248,8 @@ def run_suite(
             tests swap in a fake runner.
         baselines: compute the random and no-op baselines of the runs' tasks into
             ``OUTPUT/baselines.json`` first (entries already there are reused).
+        on_message: called with each line of ``BenchSummary.messages`` as it happens
+            (before the runs start), e.g. ``print``.
 
     Returns:
         The :class:`BenchSummary`; ``summary.ok`` is ``False`` if any run failed.
@@ -275,20 +278,26 @@ def run_suite(
     output.mkdir(parents=True, exist_ok=True)
     plan = plan_runs(suite, output, overrides, runner)
     messages: list[str] = []
+
+    def message(line: str) -> None:
+        messages.append(line)
+        if on_message is not None:
+            on_message(line)
+
     if suite.references:
         from marl.report.references import REFERENCES_FILENAME, write_references
 
         where = suite.path or suite.name
         write_references(output / REFERENCES_FILENAME, suite.references, f"suite {where}")
-        messages.append(f"{len(suite.references)} references -> {output / REFERENCES_FILENAME}")
+        message(f"{len(suite.references)} references -> {output / REFERENCES_FILENAME}")
     baselines_file = None
     if baselines:
         from marl.bench.baselines import suite_baselines
 
         try:
-            baselines_file = suite_baselines(suite, output, overrides, messages.append)
+            baselines_file = suite_baselines(suite, output, overrides, message)
         except Exception as err:  # e.g. inside a running hydra app: the runs matter more
-            messages.append(f"baselines not computed: {type(err).__name__}: {err}")
+            message(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
     outcomes: dict[int, Outcome] = {}
     bar = _progress_bar(len(todo), suite.name, progress)

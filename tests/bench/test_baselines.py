@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from marl.bench import Run, load_suite
+from marl.bench import Run, load_suite, run_suite
 from marl.bench import baselines as bench_baselines
 from marl.bench import cli as bench_cli
 from marl.bench import runner as bench_runner
@@ -132,6 +132,13 @@ def test_failed_or_disabled_baselines(tmp_path, monkeypatch, capsys):
     assert "failed: ImportError: vmas is not installed" in capsys.readouterr().out
     [entry] = load_baselines(out / "baselines.json")
     assert entry.error == "ImportError: vmas is not installed" and not entry.scores
+    # baselines that cannot be computed at all do not stop the runs
+    monkeypatch.setattr(bench_baselines, "suite_baselines", lambda *a: 1 / 0)
+    lines = []
+    summary = run_suite(load_suite(write_suite(tmp_path, algorithms=["mappo"], seeds=1)),
+                        tmp_path / "o1", runner=FAKE, on_message=lines.append)  # fmt: skip
+    assert summary.ok and summary.baselines is None
+    assert lines == ["baselines not computed: ZeroDivisionError: division by zero"]
     # runs that do not evaluate have no baselines
     (tmp_path / "o2").mkdir()
     path = suite_baselines(load_suite(write_suite(tmp_path)), tmp_path / "o2",
