@@ -22,6 +22,14 @@ Command line::
         --slurm slurm_partition=gpu --slurm gpus_per_node=1
     marl-report bench_runs/vmas_small                   # aggregate (or pass --report)
 
+Before the runs, ``marl-bench`` writes ``OUTPUT/baselines.json``: the random and
+the no-op policy's scores on each task, evaluated like the runs
+(:mod:`marl.bench.baselines`), and, when the suite lists ``references:``,
+``OUTPUT/references.json``; ``marl-report`` shows both, and
+``marl-report --check`` fails when a result misses its reference.
+``python -m marl.bench.baselines --out FILE`` writes the baselines of every
+catalogue task as a markdown page.
+
 Launchers: ``local`` (one run after the other), ``joblib`` (``--jobs`` at a
 time), ``ray`` (Ray tasks; ``ray.init(num_cpus=jobs)`` unless Ray is running)
 and ``submitit`` (a SLURM job array; parameters from the suite's ``slurm:``
@@ -41,6 +49,12 @@ Examples:
     ``summary.ok``, ``summary.failed`` and ``summary.table()``.
 """
 
+from marl.bench.baselines import (
+    EvalSettings,
+    evaluate_baselines,
+    evaluation_settings,
+    suite_baselines,
+)
 from marl.bench.launchers import LAUNCHERS, Job, JobResult, launch
 from marl.bench.runner import BenchSummary, Outcome, PlannedRun, plan_runs, read_status, run_suite
 from marl.bench.suite import Run, Suite, SuiteError, list_suites, load_suite, merge_overrides
@@ -48,6 +62,7 @@ from marl.bench.suite import Run, Suite, SuiteError, list_suites, load_suite, me
 __all__ = [
     "LAUNCHERS",
     "BenchSummary",
+    "EvalSettings",
     "Job",
     "JobResult",
     "Outcome",
@@ -55,6 +70,8 @@ __all__ = [
     "Run",
     "Suite",
     "SuiteError",
+    "evaluate_baselines",
+    "evaluation_settings",
     "launch",
     "list_suites",
     "load_suite",
@@ -62,4 +79,5 @@ __all__ = [
     "plan_runs",
     "read_status",
     "run_suite",
+    "suite_baselines",
 ]

@@ -46,6 +46,17 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seeds", type=int, help="only the first N of the suite's seeds")
     p.add_argument("--dry-run", action="store_true", help="print the runs and what would happen")
     p.add_argument("--report", action="store_true", help="run marl-report on OUTPUT at the end")
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help="with --report: marl-report --check (exit 3 when a result misses a reference "
+        "of the suite)",
+    )
+    p.add_argument(
+        "--no-baselines",
+        action="store_true",
+        help="do not compute the random and no-op baselines (OUTPUT/baselines.json)",
+    )
     p.add_argument("--list", action="store_true", help="list the shipped suites and exit")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     return p
@@ -98,7 +109,8 @@ def _subset(suite: Any, field: str, wanted: str | None) -> Any:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``marl-bench``; returns the exit status.
 
-    0: every run complete; 1: a run failed; 2: bad input or a missing package.
+    0: every run complete; 1: a run failed; 2: bad input or a missing package;
+    with ``--report``, marl-report's status when higher (3: ``--check`` failed).
     """
     parser = _parser()
     args = parser.parse_intermixed_args(list(sys.argv[1:] if argv is None else argv))
@@ -107,6 +119,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.suite is None:
         parser.error("give a SUITE (a shipped suite's name or a YAML file); --list lists them")
+    if args.check and not args.report:
+        parser.error("--check checks the report: give --report too")
     from marl.bench.runner import run_suite
 
     try:
@@ -129,6 +143,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             overrides=args.overrides,
             slurm=_slurm(args.slurm),
             progress=not args.quiet,
+            baselines=not args.no_baselines,
+            on_message=lambda line: print(f"marl-bench: {line}", flush=True),
         )
     except ImportError as err:
         print(f"marl-bench: {err}", file=sys.stderr)
@@ -145,8 +161,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.report and (summary.done or summary.skipped):
         from marl.report.cli import main as report_main
 
-        print(f"marl-bench: marl-report {shlex.quote(str(summary.output))}")
-        status = max(status, report_main([str(summary.output)]))
+        report_args = [str(summary.output), *(["--check"] if args.check else [])]
+        print(f"marl-bench: marl-report {shlex.join(report_args)}")
+        status = max(status, report_main(report_args))
     else:
         print(f"aggregate the runs with: marl-report {shlex.quote(str(summary.output))}")
     return status

@@ -8,6 +8,11 @@ experiment runner writes ``status.json`` there (``{"status": "running" |
   is skipped;
 - a run with a checkpoint is resumed (``experiment.restore_file=...``);
 - any other run starts from scratch.
+
+Before launching, ``run_suite`` writes ``OUTPUT/references.json`` (the suite's
+``references:``, for ``marl-report --check``) and ``OUTPUT/baselines.json`` (the
+random and no-op policy's scores under each run's evaluation settings, see
+:mod:`marl.bench.baselines`).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import dataclasses
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -166,12 +171,16 @@ class BenchSummary:
         output: the benchmark folder.
         outcomes: one per run, in the suite's order.
         wall_s: wall seconds of the whole call.
+        baselines: the ``baselines.json`` written (``None`` when not computed).
+        messages: what the call did besides the runs (baselines, references), a line each.
     """
 
     suite: Suite
     output: Path
     outcomes: list[Outcome]
     wall_s: float = 0.0
+    baselines: Path | None = None
+    messages: list[str] = dataclasses.field(default_factory=list)
 
     def _with(self, status: str) -> list[Outcome]:
         return [o for o in self.outcomes if o.status == status]
@@ -222,6 +231,8 @@ def run_suite(
     slurm: Mapping[str, Any] | None = None,
     progress: bool = False,
     runner: Sequence[str] | None = None,
+    baselines: bool = True,
+    on_message: Callable[[str], None] | None = None,
 ) -> BenchSummary:
     """Run every run of a suite that is not complete yet.
 
@@ -235,6 +246,10 @@ def run_suite(
         progress: show a tqdm progress bar over runs (when tqdm is installed).
         runner: the command prefix of a run (default ``python -m marl.experiment``);
             tests swap in a fake runner.
+        baselines: compute the random and no-op baselines of the runs' tasks into
+            ``OUTPUT/baselines.json`` first (entries already there are reused).
+        on_message: called with each line of ``BenchSummary.messages`` as it happens
+            (before the runs start), e.g. ``print``.
 
     Returns:
         The :class:`BenchSummary`; ``summary.ok`` is ``False`` if any run failed.
@@ -247,7 +262,7 @@ def run_suite(
     Examples:
         >>> import sys, tempfile
         >>> fake = [sys.executable, "-c", "import sys; sys.exit(0)"]  # writes no status.json
-        >>> summary = run_suite("ci_tiny", tempfile.mkdtemp(), runner=fake)
+        >>> summary = run_suite("ci_tiny", tempfile.mkdtemp(), runner=fake, baselines=False)
         >>> len(summary.failed), summary.failed[0].reason
         (4, 'exited 0 but status.json is None, not complete')
     """
@@ -262,6 +277,27 @@ def run_suite(
     output = Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
     plan = plan_runs(suite, output, overrides, runner)
+    messages: list[str] = []
+
+    def message(line: str) -> None:
+        messages.append(line)
+        if on_message is not None:
+            on_message(line)
+
+    if suite.references:
+        from marl.report.references import REFERENCES_FILENAME, write_references
+
+        where = suite.path or suite.name
+        write_references(output / REFERENCES_FILENAME, suite.references, f"suite {where}")
+        message(f"{len(suite.references)} references -> {output / REFERENCES_FILENAME}")
+    baselines_file = None
+    if baselines:
+        from marl.bench.baselines import suite_baselines
+
+        try:
+            baselines_file = suite_baselines(suite, output, overrides, message)
+        except Exception as err:  # e.g. inside a running hydra app: the runs matter more
+            message(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
     outcomes: dict[int, Outcome] = {}
     bar = _progress_bar(len(todo), suite.name, progress)
@@ -292,7 +328,7 @@ def run_suite(
     final = [
         Outcome(p.run, p.folder, p.action, "skipped") if p.job is None else next(ran) for p in plan
     ]
-    return BenchSummary(suite, output, final, time.perf_counter() - start)
+    return BenchSummary(suite, output, final, time.perf_counter() - start, baselines_file, messages)
 
 
 def _progress_bar(total: int, name: str, enabled: bool) -> Any:

@@ -14,7 +14,14 @@ A suite file holds:
 - ``exclude`` (optional): ``[{algorithm: NAME, task: NAME}, ...]`` combinations
   left out of the cross product (e.g. a discrete-action algorithm on a
   continuous task);
-- ``slurm`` (optional): ``submitit`` executor parameters for ``--launcher submitit``.
+- ``slurm`` (optional): ``submitit`` executor parameters for ``--launcher submitit``;
+- ``references`` (optional): reference scores the runs should reproduce,
+  ``[{task, algorithm, frames, value, tolerance | tolerance_rel, source}, ...]``
+  (optionally ``metric``; see :mod:`marl.report.references` for what ``value``
+  is compared with). Each names a task and an algorithm of the suite, not
+  excluded, and ``frames`` within what those runs train for. ``marl-bench``
+  copies them into its output folder (``references.json``), where
+  ``marl-report --check`` finds them.
 
 The suites shipped with marl live in ``benchmarks/suites/`` of the repository and
 are installed as ``marl/bench/suites``.
@@ -28,11 +35,19 @@ from pathlib import Path
 from typing import Any
 
 from marl._resources import data_folder
+from marl.report.references import Reference, ReferenceFormatError, parse_references
 
 __all__ = ["Run", "Suite", "SuiteError", "list_suites", "load_suite", "merge_overrides"]
 
 _REQUIRED = ("description", "algorithms", "tasks", "seeds", "frames")
-_OPTIONAL = ("overrides", "task_overrides", "algorithm_overrides", "exclude", "slurm")
+_OPTIONAL = (
+    "overrides",
+    "task_overrides",
+    "algorithm_overrides",
+    "exclude",
+    "slurm",
+    "references",
+)
 
 
 class SuiteError(ValueError):
@@ -136,6 +151,7 @@ class Suite:
     algorithm_overrides: dict[str, list[str]] = dataclasses.field(default_factory=dict)
     exclude: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     slurm: dict[str, Any] = dataclasses.field(default_factory=dict)
+    references: list[Reference] = dataclasses.field(default_factory=list)
     path: Path | None = None
 
     def runs(self, extra_overrides: Sequence[str] = ()) -> list[Run]:
@@ -227,6 +243,33 @@ def _check_names(names: list[str], available: list[str], where: str, what: str) 
         raise SuiteError(f"{where}: duplicate {what}s in {names}")
 
 
+def _references(value: Any, where: str, suite: Suite) -> list[Reference]:
+    try:
+        refs = parse_references(value, where)
+    except ReferenceFormatError as err:
+        raise SuiteError(str(err)) from None
+    frames: dict[tuple[str, str], int] = {}
+    for run in suite.runs():
+        key = (run.task, run.algorithm)
+        frames[key] = min(frames.get(key, run.total_frames), run.total_frames)
+    for i, ref in enumerate(refs):
+        entry = f"{where}[{i}] ({ref.task} {ref.algorithm})"
+        if ref.task not in suite.tasks:
+            raise SuiteError(f"{entry}: task {ref.task!r} is not one of the suite's {suite.tasks}")
+        if ref.algorithm not in suite.algorithms:
+            raise SuiteError(
+                f"{entry}: algorithm {ref.algorithm!r} is not one of the suite's {suite.algorithms}"
+            )
+        if (ref.task, ref.algorithm) not in frames:
+            raise SuiteError(f"{entry}: this combination is excluded from the suite")
+        if ref.frames > frames[(ref.task, ref.algorithm)]:
+            raise SuiteError(
+                f"{entry}: frames {ref.frames} is beyond the "
+                f"{frames[(ref.task, ref.algorithm)]} frames these runs train for"
+            )
+    return refs
+
+
 def suite_from_dict(data: Any, name: str, path: Path | None = None) -> Suite:
     """Validate a parsed suite mapping and build the :class:`Suite`.
 
@@ -271,7 +314,7 @@ def suite_from_dict(data: Any, name: str, path: Path | None = None) -> Suite:
     slurm = data.get("slurm") or {}
     if not isinstance(slurm, Mapping):
         raise SuiteError(f"{where}: slurm: expected a mapping of submitit parameters")
-    return Suite(
+    suite = Suite(
         name=name,
         description=data["description"].strip(),
         algorithms=algorithms,
@@ -292,6 +335,8 @@ def suite_from_dict(data: Any, name: str, path: Path | None = None) -> Suite:
         slurm=dict(slurm),
         path=path,
     )
+    refs = _references(data.get("references") or [], f"{where}: references", suite)
+    return dataclasses.replace(suite, references=refs)
 
 
 def load_suite(name_or_path: str | Path) -> Suite:

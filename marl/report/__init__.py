@@ -7,14 +7,34 @@
   improvement, Student-t intervals.
 - :mod:`marl.report.report`, :mod:`marl.report.markdown`,
   :mod:`marl.report.plots`, :mod:`marl.report.compare`: the report itself.
+- :mod:`marl.report.references`: reference scores and the verdict of a set of
+  runs against them (``marl-report --check``).
+- :mod:`marl.report.baselines`: ``baselines.json``, the random and no-op
+  policy's scores that ``marl-bench`` writes next to a suite's runs.
 - :mod:`marl.report.cli`: the ``marl-report`` command (``python -m marl.report``).
 
 Importing this package loads numpy only; matplotlib is imported when a figure
 is drawn.
 """
 
+from marl.report.baselines import (
+    BASELINES_FILENAME,
+    BaselineEntry,
+    load_baselines,
+    write_baselines,
+)
 from marl.report.compare import Comparison, compare_results, render_comparison
 from marl.report.markdown import render_markdown
+from marl.report.references import (
+    REFERENCES_FILENAME,
+    Reference,
+    ReferenceCheck,
+    ReferenceFormatError,
+    check_references,
+    load_references,
+    parse_references,
+    write_references,
+)
 from marl.report.report import Report, ReportConfig, build_report
 from marl.report.results import (
     RESULTS_FILENAME,
@@ -28,9 +48,15 @@ from marl.report.results import (
 )
 
 __all__ = [
+    "BASELINES_FILENAME",
+    "REFERENCES_FILENAME",
     "RESULTS_FILENAME",
+    "BaselineEntry",
     "Comparison",
     "Evaluation",
+    "Reference",
+    "ReferenceCheck",
+    "ReferenceFormatError",
     "Report",
     "ReportConfig",
     "ResultsFormatError",
@@ -38,9 +64,15 @@ __all__ = [
     "RunKey",
     "RunResults",
     "build_report",
+    "check_references",
     "compare_results",
     "find_results_files",
+    "load_baselines",
+    "load_references",
     "load_results",
+    "parse_references",
     "render_comparison",
     "render_markdown",
+    "write_baselines",
+    "write_references",
 ]

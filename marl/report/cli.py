@@ -8,7 +8,16 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
+from marl.report.baselines import BASELINES_FILENAME, BaselineEntry, load_baselines, write_baselines
+from marl.report.references import (
+    REFERENCES_FILENAME,
+    Reference,
+    ReferenceFormatError,
+    load_references,
+    write_references,
+)
 from marl.report.results import (
     RESULTS_FILENAME,
     ResultsFormatError,
@@ -17,7 +26,10 @@ from marl.report.results import (
     load_results,
 )
 
-__all__ = ["MERGED_FILENAME", "load_folders", "main"]
+__all__ = ["CHECK_FAILED", "MERGED_FILENAME", "load_folders", "load_side_files", "main"]
+
+CHECK_FAILED = 3
+"""Exit status of ``marl-report --check`` when a result missed its reference or is missing."""
 
 MERGED_FILENAME = "merged_results.json"
 """All runs of a report, merged into one marl-eval file, saved next to ``report.md``.
@@ -43,6 +55,48 @@ def load_folders(folders: Sequence[str | Path]) -> tuple[ResultsTable, list[Path
             raise FileNotFoundError(f"no {RESULTS_FILENAME} (or {MERGED_FILENAME}) under {folder}")
         paths += [p for p in found if p not in paths]
     return load_results(paths), paths
+
+
+def _merge_references(found: list[tuple[Path, list[Reference]]]) -> list[Reference]:
+    merged: dict[tuple, tuple[Path, Reference]] = {}
+    for path, refs in found:
+        for ref in refs:
+            if ref.key in merged and merged[ref.key][1] != ref:
+                raise ReferenceFormatError(
+                    f"{path}: {ref} (metric {ref.metric!r}) differs from the reference in "
+                    f"{merged[ref.key][0]}; pass the one to use with --references FILE"
+                )
+            merged.setdefault(ref.key, (path, ref))
+    return [ref for _, ref in merged.values()]
+
+
+def load_side_files(
+    folders: Sequence[str | Path], references: Sequence[str | Path] = ()
+) -> tuple[list[Reference], list[BaselineEntry]]:
+    """The references and baselines that go with the runs of ``folders``.
+
+    Each folder may hold ``references.json`` and ``baselines.json`` (marl-bench writes
+    both into its output folder, marl-report copies them into its report folder).
+    Files given in ``references`` (JSON or YAML: a list, or a mapping with a
+    ``references`` key, such as a suite file) replace the folders' references.
+
+    Raises:
+        ReferenceFormatError: for a malformed references file, or two folders whose
+            references disagree.
+        ResultsFormatError: for a malformed ``baselines.json``.
+        FileNotFoundError: for a missing ``references`` file.
+    """
+    dirs = [Path(f) for f in folders if Path(f).is_dir()]
+    if references:
+        found = [(Path(p), load_references(p)) for p in references]
+    else:
+        found = [(d / REFERENCES_FILENAME, load_references(d / REFERENCES_FILENAME))
+                 for d in dirs if (d / REFERENCES_FILENAME).is_file()]  # fmt: skip
+    baselines: list[BaselineEntry] = []
+    for d in dirs:
+        if (d / BASELINES_FILENAME).is_file():
+            baselines += [e for e in load_baselines(d / BASELINES_FILENAME) if e not in baselines]
+    return _merge_references(found), baselines
 
 
 def _load_bounds(path: str | None) -> dict[str, list[float]] | None:
@@ -103,11 +157,25 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--no-figures", action="store_true", help="write report.md only (no matplotlib needed)"
     )
+    p.add_argument(
+        "--references",
+        action="append",
+        default=[],
+        metavar="FILE",
+        help="reference scores (JSON or YAML: a list, or a suite file with a references: "
+        "section); replaces the FOLDERs' references.json; repeatable",
+    )
+    p.add_argument(
+        "--check",
+        action="store_true",
+        help=f"exit {CHECK_FAILED} when a result misses its reference or has no runs "
+        "(after writing the report)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
     return p
 
 
-def _run(args: argparse.Namespace, command: str) -> str:
+def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
     from marl.report.report import ReportConfig
 
     config = ReportConfig(
@@ -131,7 +199,11 @@ def _run(args: argparse.Namespace, command: str) -> str:
         cmp = compare_results(table_a, table_b, config, label_a=a, label_b=b)
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(render_comparison(cmp, command))
-        return f"wrote {out / 'compare.md'}: {len(cmp.per_task)} task rows, {len(cmp.aggregate)} algorithm rows"
+        return (
+            f"wrote {out / 'compare.md'}: {len(cmp.per_task)} task rows, "
+            f"{len(cmp.aggregate)} algorithm rows",
+            None,
+        )
 
     from marl.report.markdown import render_markdown
     from marl.report.report import build_report
@@ -143,7 +215,13 @@ def _run(args: argparse.Namespace, command: str) -> str:
     first = Path(args.folders[0])
     out = Path(args.out) if args.out else (first.parent if first.is_file() else first) / "report"
     table, paths = load_folders(args.folders)
-    rep = build_report(table, config)
+    references, baselines = load_side_files(args.folders, args.references)
+    if args.check and not references:
+        raise ValueError(
+            f"--check: no references to check: no {REFERENCES_FILENAME} in "
+            f"{', '.join(map(str, args.folders))} and no --references FILE"
+        )
+    rep = build_report(table, config, references, baselines)
     out.mkdir(parents=True, exist_ok=True)
     figures = {}
     if not args.no_figures:
@@ -152,16 +230,29 @@ def _run(args: argparse.Namespace, command: str) -> str:
         figures = write_figures(rep, out)
     (out / "report.md").write_text(render_markdown(rep, figures, command))
     table.write(out / MERGED_FILENAME)
+    # the report folder carries what it was made with, so it can be re-read on its own
+    if references:
+        write_references(out / REFERENCES_FILENAME, references, f"copied by {command}")
+    if baselines:
+        write_baselines(out / BASELINES_FILENAME, baselines, f"copied by {command}")
     incomplete = sum(not s.complete for s in rep.statuses)
-    return (
+    summary = (
         f"wrote {out / 'report.md'} and {len(figures)} figures: {len(paths)} files, "
         f"{len(rep.statuses)} runs ({incomplete} incomplete, {len(rep.missing)} missing), "
         f"{len(rep.task_ids)} tasks, {len(rep.algorithms)} algorithms"
     )
+    if rep.references:
+        passed = sum(c.passed for c in rep.references)
+        summary += f"; {passed} of {len(rep.references)} references reproduced"
+    return summary, rep
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``marl-report``; returns the exit status (0 ok, 1 missing dependency, 2 bad input)."""
+    """Run ``marl-report``; returns the exit status.
+
+    0: ok; 1: a missing dependency; 2: bad input; 3 (:data:`CHECK_FAILED`): with
+    ``--check``, a result missed its reference or has no runs.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = _parser()
     args = parser.parse_args(argv)
@@ -169,9 +260,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error("give at least one FOLDER, or --compare FOLDER_A FOLDER_B")
     if args.compare and args.folders:
         parser.error("--compare takes its two folders itself; give no other FOLDER")
+    if args.compare and (args.check or args.references):
+        parser.error("--check and --references apply to a report, not to --compare")
     command = shlex.join(["marl-report", *argv])
     try:
-        summary = _run(args, command)
+        summary, rep = _run(args, command)
     except ImportError as e:
         print(f"marl-report: {e}", file=sys.stderr)
         return 1
@@ -180,4 +273,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if not args.quiet:
         print(summary)
+    if args.check:
+        return _check(rep.references)
     return 0
+
+
+def _check(checks: Sequence[Any]) -> int:
+    """Print every result that misses its reference (or is missing); the exit status."""
+    failed = [c for c in checks if not c.passed]
+    for c in failed:
+        print(f"marl-report --check: {c.describe()}", file=sys.stderr)
+    print(
+        f"marl-report --check: {len(checks) - len(failed)} of {len(checks)} references "
+        f"reproduced" + (f"; {len(failed)} failed" if failed else ""),
+        file=sys.stderr if failed else sys.stdout,
+    )
+    return CHECK_FAILED if failed else 0

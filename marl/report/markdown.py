@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from marl.report.baselines import POLICIES
 from marl.report.report import Report
 
 __all__ = ["render_markdown", "table"]
@@ -97,6 +98,27 @@ def _runs_section(rep: Report) -> list[str]:
     return [*out, ""]
 
 
+def _task_algorithms(rep: Report, task: str) -> list[str]:
+    return sorted({st.run.algorithm for st in rep.statuses if st.run.task_id == task})
+
+
+def _baseline_cell(rep: Report, task: str, policy: str) -> str:
+    """The ``policy`` baseline of ``task`` for the report's metric: one value, or one per
+    evaluation setting labelled with its algorithms (``"-0.23 (mappo, ippo); -0.82 (qmix)"``)."""
+    present = set(_task_algorithms(rep, task))
+    parts = []
+    for entry in rep.baselines.get(task, []):
+        algos = [a for a in entry.algorithms if a in present]
+        mean = entry.mean(policy, rep.config.metric)
+        if algos and mean is not None:
+            parts.append((mean, algos))
+    if not parts:
+        return "-"
+    if len(parts) == 1:
+        return f"{parts[0][0]:.4g}"
+    return "; ".join(f"{mean:.4g} ({', '.join(algos)})" for mean, algos in parts)
+
+
 def _per_task_section(rep: Report) -> list[str]:
     c = rep.config
     what = "last evaluation" if c.score == "final" else "absolute metric"
@@ -107,14 +129,103 @@ def _per_task_section(rep: Report) -> list[str]:
         f"{_pct(c.confidence)} Student-t interval over seeds and the number of seeds (raw, not normalized).",
         "",
     ]
+    policies = [p for p in POLICIES if any(_baseline_cell(rep, t, p) != "-" for t in rep.task_ids)]
     rows = []
     for task in rep.task_ids:
         row: list[object] = [task]
         for algo in rep.algorithms:
             ci = rep.per_task.get(task, {}).get(algo)
             row.append("-" if ci is None else f"{ci.format('.4g')} (n={len(rep.raw[task][algo])})")
+        row += [_baseline_cell(rep, task, p) for p in policies]
         rows.append(row)
-    return [*out, table(["task", *rep.algorithms], rows), ""]
+    header = ["task", *rep.algorithms, *(POLICIES[p] for p in policies)]
+    out += [table(header, rows), ""]
+    if policies:
+        out += [
+            "Baselines (`baselines.json`, written by marl-bench): the uniformly random and the "
+            "no-op policy (zero action; index 0, or the first legal one, for discrete actions), "
+            "evaluated like the runs: same task options, episodes, envs and evaluation seeds, "
+            "mean over seeds of the mean episode value. Where the runs of some algorithms use "
+            "other evaluation settings (e.g. discrete actions), each setting has its value, "
+            "followed by its algorithms.",
+            "",
+        ]
+    else:
+        out += [
+            "No baselines: no `baselines.json` next to the runs (marl-bench writes it), "
+            f"or none for `{c.metric}`.",
+            "",
+        ]
+    return out
+
+
+def _references_section(rep: Report) -> list[str]:
+    if not rep.references:
+        return []
+    pct = _pct(rep.config.confidence)
+    out = [
+        "## References",
+        "",
+        "marl's result is the mean over seeds of each run's mean episode metric at its first "
+        "evaluation at or after the reference's frames (the frames used are shown when they "
+        f"differ), with the {pct} Student-t interval over seeds. **Verdict**: *reproduced* when "
+        "|mean - reference| <= tolerance; *missed (below)* or *missed (above)* otherwise; "
+        "*missing* when no run reached the frames. The CI does not enter the verdict; "
+        "'CI meets band' says whether it overlaps [reference - tolerance, reference + tolerance], "
+        "i.e. whether a miss may be seed noise. `marl-report --check` fails on a miss or a "
+        "missing result.",
+        "",
+    ]
+    rows = []
+    for check in rep.references:
+        ref = check.reference
+        frames = str(ref.frames)
+        used = sorted(set(check.evaluated_at))
+        if used and used != [ref.frames]:
+            frames += f" (evaluated at {', '.join(map(str, used))})"
+        if check.result is None:
+            result, n, overlap = "-", "0", "-"
+        else:
+            result, n = check.result.format(".4g"), str(len(check.seeds))
+            overlap = {None: "-", True: "yes", False: "no"}[check.ci_overlaps]
+        verdict = {
+            "reproduced": "reproduced",
+            "below": "**missed (below)**",
+            "above": "**missed (above)**",
+        }.get(check.verdict, f"**missing**: {check.reason}")
+        rows.append(
+            [
+                ref.task,
+                ref.algorithm,
+                ref.metric,
+                frames,
+                result,
+                n,
+                f"{ref.value:.4g} {ref.tolerance_text}",
+                overlap,
+                verdict,
+                ref.source,
+            ]
+        )
+    header = [
+        "task",
+        "algorithm",
+        "metric",
+        "frames",
+        f"marl ({pct} CI)",
+        "seeds",
+        "reference",
+        "CI meets band",
+        "verdict",
+        "source",
+    ]
+    passed = sum(c.passed for c in rep.references)
+    missing = sum(c.verdict == "missing" for c in rep.references)
+    missed = len(rep.references) - passed - missing
+    out += [table(header, rows), ""]
+    out += [f"{passed} of {len(rep.references)} references reproduced, {missed} missed, "
+            f"{missing} missing.", ""]  # fmt: skip
+    return out
 
 
 def _aggregate_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
@@ -224,6 +335,7 @@ def render_markdown(
     ]
     lines += _runs_section(rep)
     lines += _per_task_section(rep)
+    lines += _references_section(rep)
     lines += _aggregate_section(rep, figures)
     lines += _improvement_section(rep, figures)
     lines += _curves_section(rep, figures)

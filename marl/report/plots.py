@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from marl.report.baselines import POLICIES
 from marl.report.report import Report
 
 __all__ = [
@@ -80,12 +81,34 @@ def plot_curves(rep: Report, task: str, path: Path) -> Path:
         n = int(curve.n.max())
         ax.plot(curve.step_counts, curve.mean, color=c, marker=".", label=f"{algo} (n={n})")
         ax.fill_between(curve.step_counts, curve.low, curve.high, color=c, alpha=0.2, linewidth=0)
+    _baseline_lines(ax, rep, task)
     ax.set_title(f"{task}: {rep.config.metric}")
     ax.set_xlabel("frames")
     ax.set_ylabel(f"evaluation {rep.config.metric}")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+_BASELINE_STYLE = {"random": "--", "noop": ":"}
+_BASELINE_COLORS = ("black", "gray", "darkgoldenrod", "purple")
+
+
+def _baseline_lines(ax: Any, rep: Report, task: str) -> None:
+    """The random (dashed) and no-op (dotted) baselines as horizontal lines; a colour per
+    evaluation setting when the task's algorithms were evaluated under several."""
+    present = set(rep.curves[task])
+    entries = [e for e in rep.baselines.get(task, []) if present & set(e.algorithms)]
+    for i, entry in enumerate(entries):
+        for policy, style in _BASELINE_STYLE.items():
+            mean = entry.mean(policy, rep.config.metric)
+            if mean is None:
+                continue
+            label = POLICIES[policy]
+            if len(entries) > 1:
+                label += f" ({', '.join(a for a in entry.algorithms if a in present)})"
+            color = _BASELINE_COLORS[i % len(_BASELINE_COLORS)]
+            ax.axhline(mean, color=color, linestyle=style, linewidth=1.2, label=label)
 
 
 def plot_aggregates(rep: Report, path: Path) -> Path:

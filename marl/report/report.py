@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from marl.report import stats
+from marl.report.baselines import BaselineEntry
+from marl.report.references import Reference, ReferenceCheck, check_references
 from marl.report.results import ResultsTable, RunKey
 
 __all__ = [
@@ -115,6 +117,10 @@ class Report:
     profiles: dict[str, stats.Profile] = field(default_factory=dict)
     improvement: dict[tuple[str, str], tuple[stats.Interval, int]] = field(default_factory=dict)
     curves: dict[str, dict[str, Curve]] = field(default_factory=dict)
+    references: list[ReferenceCheck] = field(default_factory=list)
+    """marl's result next to each reference, with the verdict (see :mod:`marl.report.references`)."""
+    baselines: dict[str, list[BaselineEntry]] = field(default_factory=dict)
+    """task -> the random and no-op baselines of its runs (one entry per evaluation setting)."""
 
 
 def run_statuses(
@@ -264,12 +270,34 @@ def _resolve_bounds(
     return out, source
 
 
-def build_report(table: ResultsTable, config: ReportConfig | None = None) -> Report:
+def _baselines_by_task(
+    entries: Sequence[BaselineEntry], task_ids: Sequence[str], notes: list[str]
+) -> dict[str, list[BaselineEntry]]:
+    out: dict[str, list[BaselineEntry]] = {}
+    for entry in entries:
+        if entry.task not in task_ids:
+            continue
+        if entry.error:
+            notes.append(f"The baselines of `{entry.task}` could not be computed: {entry.error}")
+            continue
+        out.setdefault(entry.task, []).append(entry)
+    return out
+
+
+def build_report(
+    table: ResultsTable,
+    config: ReportConfig | None = None,
+    references: Sequence[Reference] = (),
+    baselines: Sequence[BaselineEntry] = (),
+) -> Report:
     """Compute every table and figure's numbers for the runs of ``table``.
 
     Args:
         table: the loaded runs.
         config: what to compute; defaults to :class:`ReportConfig()`.
+        references: reference scores to check the runs against
+            (:func:`marl.report.references.check_references`).
+        baselines: the random and no-op baselines of the tasks (``baselines.json``).
 
     Returns:
         The :class:`Report`.
@@ -331,6 +359,8 @@ def build_report(table: ResultsTable, config: ReportConfig | None = None) -> Rep
         for task, algos in raw.items()
     }
     report.curves = _curves(table, config.metric, config.confidence)
+    report.references = check_references(table, references, config.confidence)
+    report.baselines = _baselines_by_task(baselines, task_ids, report.notes)
     if not normalized:
         report.notes.append("No complete run: the aggregate statistics are left out.")
         return report

@@ -25,6 +25,14 @@ SUITE = {
 }
 
 
+def ref(**changes) -> dict:
+    """A valid reference for SUITE, with ``changes`` (``None`` drops a field)."""
+    data = {"task": "vmas/navigation", "algorithm": "mappo", "frames": 100, "value": 1.0,
+            "tolerance": 0.5, "source": "a test"}  # fmt: skip
+    data.update(changes)
+    return {k: v for k, v in data.items() if v is not None}
+
+
 def write_suite(tmp_path: Path, **changes) -> Path:
     data = {**SUITE, **changes}
     data = {k: v for k, v in data.items() if v is not None}
@@ -45,8 +53,18 @@ def write_suite(tmp_path: Path, **changes) -> Path:
         ({"overrides": ["no_equals"]}, "expected hydra overrides 'key=value', got 'no_equals'"),
         ({"algorithm_overrides": {"qmix": ["a=1"]}}, "'qmix' is not one of the suite's algorithm"),
         ({"exclude": [{"algorithm": "mappo"}]}, "expected {algorithm: NAME, task: NAME}"),
+        ({"references": {"task": "vmas/navigation"}}, "references: expected a list of references"),
+        ({"references": [ref(source=None)]}, "references[0] (vmas/navigation mappo): missing field(s) ['source']"),
+        ({"references": [ref(tolerance_rel=0.1)]}, "expected exactly one of tolerance (absolute) and tolerance_rel"),
+        ({"references": [ref(value="good")]}, "references[0] (vmas/navigation mappo): value: expected a finite number, got 'good'"),
+        ({"references": [ref(), ref(tolerance=2)]}, "references[1] (vmas/navigation mappo): duplicate of entry 0"),
+        ({"references": [ref(algorithm="qmix")]}, "algorithm 'qmix' is not one of the suite's ['mappo', 'ippo']"),
+        ({"references": [ref(task="vmas/balance")]}, "task 'vmas/balance' is not one of the suite's ['vmas/navigation']"),
+        ({"references": [ref(frames=500)]}, "references[0] (vmas/navigation mappo): frames 500 is beyond the 100 frames these runs train for"),
+        ({"references": [ref()], "exclude": [{"algorithm": "mappo", "task": "vmas/navigation"}]},
+         "references[0] (vmas/navigation mappo): this combination is excluded from the suite"),
     ],
-)
+)  # fmt: skip
 def test_suite_validation_errors(tmp_path, changes, message):
     with pytest.raises(SuiteError) as info:
         load_suite(write_suite(tmp_path, **changes))
@@ -96,11 +114,11 @@ def test_run_expansion_and_override_precedence(tmp_path):
 def test_runs_then_skips_complete_runs(tmp_path):
     suite = load_suite(write_suite(tmp_path))
     out = tmp_path / "out"
-    first = run_suite(suite, out, runner=FAKE)
+    first = run_suite(suite, out, runner=FAKE, baselines=False)
     assert first.ok and len(first.done) == 4, first.table()
     folder = out / "mappo" / "vmas_navigation" / "seed_1"
     assert (folder / "results.json").is_file() and (folder / "run.log").is_file()
-    second = run_suite(suite, out, runner=FAKE)
+    second = run_suite(suite, out, runner=FAKE, baselines=False)
     assert len(second.skipped) == 4 and not second.done
     assert len((folder / "calls.txt").read_text().splitlines()) == 1
     # more frames than a complete run reached: resumed from its checkpoint
@@ -111,14 +129,16 @@ def test_runs_then_skips_complete_runs(tmp_path):
 def test_resumes_an_interrupted_run(tmp_path):
     suite = load_suite(write_suite(tmp_path, algorithms=["mappo"], seeds=[3]))
     out = tmp_path / "out"
-    interrupted = run_suite(suite, out, overrides=["+fake.stop_at=50"], runner=FAKE)
+    interrupted = run_suite(
+        suite, out, overrides=["+fake.stop_at=50"], runner=FAKE, baselines=False
+    )
     assert len(interrupted.failed) == 1
     assert "not complete" in interrupted.failed[0].reason
     plan = plan_runs(suite, out, runner=FAKE)
     assert plan[0].action == "resume"
     ckpt = out.resolve() / "mappo" / "vmas_navigation" / "seed_3" / "checkpoints" / "latest.pt"
     assert plan[0].job.command[-1] == f"experiment.restore_file={ckpt}"
-    resumed = run_suite(suite, out, runner=FAKE)
+    resumed = run_suite(suite, out, runner=FAKE, baselines=False)
     assert resumed.ok and resumed.outcomes[0].action == "resume"
     calls = (ckpt.parent.parent / "calls.txt").read_text().splitlines()
     assert len(calls) == 2 and "experiment.restore_file=" in calls[1]
@@ -128,7 +148,9 @@ def test_cli_failing_run_exits_nonzero_and_names_it(tmp_path, monkeypatch, capsy
     monkeypatch.setattr(bench_runner, "DEFAULT_RUNNER", tuple(FAKE))
     path = write_suite(tmp_path)
     out = tmp_path / "out"
-    code = bench_cli.main([str(path), "--output", str(out), "--quiet", "+fake.fail=ippo:1"])
+    code = bench_cli.main(
+        [str(path), "--output", str(out), "--quiet", "--no-baselines", "+fake.fail=ippo:1"]
+    )
     captured = capsys.readouterr()
     assert code == 1
     assert "3 done, 0 skipped, 1 failed" in captured.out
@@ -154,7 +176,9 @@ def test_cli_dry_run_and_bad_input(tmp_path, monkeypatch, capsys):
 
 
 def test_joblib_launcher_two_jobs(tmp_path):
-    summary = run_suite(write_suite(tmp_path), tmp_path / "out", "joblib", jobs=2, runner=FAKE)
+    summary = run_suite(
+        write_suite(tmp_path), tmp_path / "out", "joblib", jobs=2, runner=FAKE, baselines=False
+    )
     assert summary.ok and len(summary.done) == 4
     assert [o.run.seed for o in summary.outcomes] == [0, 1, 0, 1]  # the suite's order
 
@@ -163,7 +187,7 @@ def test_joblib_launcher_two_jobs(tmp_path):
 def test_ray_launcher(tmp_path):
     pytest.importorskip("ray")
     suite = write_suite(tmp_path, algorithms=["mappo"])
-    summary = run_suite(suite, tmp_path / "out", "ray", jobs=2, runner=FAKE)
+    summary = run_suite(suite, tmp_path / "out", "ray", jobs=2, runner=FAKE, baselines=False)
     assert summary.ok and len(summary.done) == 2, summary.table()
 
 
@@ -202,7 +226,7 @@ def test_submitit_launcher_with_a_mocked_executor(tmp_path, monkeypatch):
     out = tmp_path / "out"
     summary = run_suite(
         path, out, "submitit", jobs=2, slurm={"timeout_min": 30, "slurm_partition": "gpu"},
-        runner=FAKE,
+        runner=FAKE, baselines=False,
     )  # fmt: skip
     assert summary.ok and len(summary.done) == 2
     assert calls["folder"] == str(out.resolve() / ".submitit") and calls["batched"]
@@ -220,10 +244,13 @@ def test_cli_report_on_fake_runs(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_runner, "DEFAULT_RUNNER", tuple(FAKE))
     out = tmp_path / "out"
     code = bench_cli.main([str(write_suite(tmp_path)), "--output", str(out), "--quiet",
-                           "--report"])  # fmt: skip
+                           "--report", "--no-baselines"])  # fmt: skip
     assert code == 0, capsys.readouterr()
     report = (out / "report" / "report.md").read_text()
     assert "mappo" in report and "ippo" in report
+    # an output folder without baselines.json (older ones) still gives a report, which says so
+    assert not (out / "baselines.json").exists() and "No baselines" in report
+    assert "## References" not in report  # the suite has none
 
 
 def test_cli_subset_of_a_suite(tmp_path, capsys):

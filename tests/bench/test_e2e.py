@@ -30,8 +30,13 @@ def test_ci_tiny_then_report(tmp_path, monkeypatch):
     # a second call finds every run complete
     assert len(run_suite("ci_tiny", out).skipped) == 4
 
-    assert report_main([str(out), "--quiet", "--reps", "200"]) == 0
+    # the suite's references (2000-frame smoke values, tolerance 0.5) are reproduced
+    assert report_main([str(out), "--quiet", "--reps", "200", "--check"]) == 0
     report = (out / "report" / "report.md").read_text()
+    assert "2 of 2 references reproduced, 0 missed, 0 missing." in report
+    # marl-bench computed the baselines before the runs, and the report shows them
+    assert (out / "baselines.json").is_file() and (out / "references.json").is_file()
+    assert "| task | ippo | mappo | random | no-op |" in report
     for algorithm in ("mappo", "ippo"):
         for seed in (0, 1):
             assert f"| vmas/navigation | {algorithm} | seed_{seed} |" in report
