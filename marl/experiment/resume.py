@@ -12,6 +12,7 @@ and are recorded in the run's ``config.yaml`` and its next checkpoints.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -33,12 +34,18 @@ FIXED_ON_RESUME = ("num_envs", "frames_per_batch", "init_random_frames", "evalua
 data or the meaning of the evaluations); every other ``experiment`` field may change."""
 
 _NOT_COMPARED = ("save_folder", "restore_file")
+_NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 
 _SECTIONS = ("task", "task_overrides", "algorithm", "algorithm_config", "seed")
 
 
 def checkpoint_path(path: str | os.PathLike[str]) -> Path:
-    """The checkpoint file of ``path``: a run folder (its ``checkpoints/latest.pt``) or a file.
+    """The checkpoint file of ``path``: a checkpoint file, or a run folder's newest checkpoint.
+
+    For a run folder that is its ``checkpoints/checkpoint_<frames>.pt`` with the most
+    frames (each is complete once it has its name), else ``checkpoints/latest.pt``. They
+    differ only when a run was killed between writing a checkpoint and pointing
+    ``latest.pt`` at it.
 
     Raises:
         FileNotFoundError: naming what was looked for.
@@ -52,7 +59,15 @@ def checkpoint_path(path: str | os.PathLike[str]) -> Path:
     """
     p = Path(path).expanduser()
     if p.is_dir():
-        latest = p / "checkpoints" / "latest.pt"
+        folder = p / "checkpoints"
+        numbered = sorted(
+            (int(m.group(1)), f)
+            for f in (folder.iterdir() if folder.is_dir() else [])
+            if (m := _NUMBERED.match(f.name))
+        )
+        if numbered:
+            return numbered[-1][1].resolve()
+        latest = folder / "latest.pt"
         if not latest.is_file():
             raise FileNotFoundError(
                 f"{p} holds no checkpoint: expected {latest} (a run killed before its first "

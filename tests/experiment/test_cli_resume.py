@@ -152,15 +152,13 @@ def test_resume_applies_and_records_allowed_overrides(vmas_run):
 
 def test_prepare_resume_runs_in_the_checkpoints_folder(vmas_run, tmp_path):
     latest = vmas_run / "checkpoints" / "latest.pt"
-    expected = [
-        "seed=7",
-        f"experiment.restore_file={latest}",
-        f"hydra.run.dir={vmas_run}",
-        "hydra.output_subdir=null",
-    ]
-    assert _prepare_resume(["seed=7", "--resume", str(vmas_run)]) == expected
-    assert _prepare_resume(["seed=7", f"--resume={vmas_run}"]) == expected
-    assert _prepare_resume(["seed=7", f"experiment.restore_file={latest}"]) == expected
+    newest = max((vmas_run / "checkpoints").glob("checkpoint_*.pt"), key=lambda p: int(p.stem[11:]))
+    tail = [f"hydra.run.dir={vmas_run}", "hydra.output_subdir=null"]
+    from_folder = ["seed=7", f"experiment.restore_file={newest}", *tail]
+    assert _prepare_resume(["seed=7", "--resume", str(vmas_run)]) == from_folder
+    assert _prepare_resume(["seed=7", f"--resume={vmas_run}"]) == from_folder
+    from_file = ["seed=7", f"experiment.restore_file={latest}", *tail]
+    assert _prepare_resume(["seed=7", f"experiment.restore_file={latest}"]) == from_file
     assert _prepare_resume(["seed=7"]) == ["seed=7"]
     assert _prepare_resume(["experiment.restore_file=null"]) == ["experiment.restore_file=null"]
     given = _prepare_resume(["--resume", str(vmas_run), f"hydra.run.dir={tmp_path}"])
@@ -169,6 +167,19 @@ def test_prepare_resume_runs_in_the_checkpoints_folder(vmas_run, tmp_path):
     spaced.mkdir(parents=True)
     (spaced / "latest.pt").write_bytes(b"")
     assert f"hydra.run.dir='{tmp_path}/a b'" in _prepare_resume(["--resume", str(spaced.parent)])
+
+
+def test_resume_picks_the_newest_checkpoint_of_a_folder(tmp_path):
+    """A run killed between writing checkpoint N and pointing latest.pt at it resumes
+    from N: each numbered checkpoint is complete once it has its name."""
+    from marl.experiment.resume import checkpoint_path
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    for name in ("checkpoint_400.pt", "checkpoint_1200.pt", "checkpoint_800.pt", "latest.pt"):
+        (folder / name).write_bytes(b"")
+    assert checkpoint_path(tmp_path) == folder / "checkpoint_1200.pt"
+    assert checkpoint_path(folder / "latest.pt") == folder / "latest.pt"
 
 
 @pytest.mark.parametrize(

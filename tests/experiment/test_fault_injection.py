@@ -74,16 +74,18 @@ def test_killed_at_several_points_and_resumed_with_one_line(tmp_path):
     assert status(run)["status"] == "running" and latest_frames(run) == 400
     assert [p.name for p in (run / "checkpoints").glob(".checkpoint_800.pt.tmp-*")]
 
-    # 2. the one-line resume, SIGKILLed between renaming checkpoint_1600.pt and pointing
-    #    latest.pt at it
-    proc = marl_run(tmp_path, one_line, fault="latest@1600")
+    # 2. --resume <run folder>, SIGKILLed between renaming checkpoint_1600.pt and
+    #    pointing latest.pt at it
+    proc = marl_run(tmp_path, "--resume", str(run), fault="latest@1600")
     assert proc.returncode == -signal.SIGKILL, proc.stderr[-2000:]
     assert (run / "checkpoints" / "checkpoint_1600.pt").exists() and latest_frames(run) == 1200
     assert not list((run / "checkpoints").glob(".*tmp*"))  # the stale temp file is gone
 
-    # 3. --resume, then SIGTERM during the iteration that ends at 2000 frames: it stops
-    #    there with a final checkpoint, status "interrupted", exit code 128 + 15
-    proc = marl_run(tmp_path, "--resume", str(run), fault="iteration@2000:TERM")
+    # 3. the one-line resume from latest.pt (1200: checkpoint_1600.pt and the rows after
+    #    1200 belong to an abandoned stretch), then SIGTERM during the iteration that ends
+    #    at 2000 frames: it stops there with a final checkpoint, status "interrupted",
+    #    exit code 128 + 15
+    proc = marl_run(tmp_path, one_line, fault="iteration@2000:TERM")
     assert proc.returncode == 143, proc.stderr[-2000:]
     st = status(run)
     assert (st["status"], st["signal"], st["frames"]) == ("interrupted", "SIGTERM", 2000)
