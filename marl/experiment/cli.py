@@ -280,9 +280,33 @@ def _key(arg: str) -> str:
     return arg.lstrip("+~").split("=", 1)[0]
 
 
+def _value(arg: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(arg).value()
+
+
+def _refuse_a_folder_with_a_run(args: list[str]) -> None:
+    """A new run into ``hydra.run.dir=<a folder that holds a run>`` is refused here,
+    before hydra rewrites that run's ``.hydra/``."""
+    from marl.experiment.lifecycle import held_run
+
+    given = [a for a in args if _key(a) == "hydra.run.dir"]
+    if not given or any(a in ("-m", "--multirun") for a in args):
+        return
+    folder = Path(str(_value(given[-1]))).expanduser()
+    held = held_run(folder)
+    if held is not None:
+        raise ValueError(
+            f"{folder} already holds {held}. Continue it with marl-run --resume {folder}, "
+            "or choose another hydra.run.dir."
+        )
+
+
 def _prepare_resume(args: list[str]) -> list[str]:
     """Turn ``--resume <folder>`` and ``experiment.restore_file=<checkpoint>`` into overrides
-    that run in the checkpoint's own run folder.
+    that run in the checkpoint's own run folder (and refuse a new run into a folder that
+    holds one).
 
     Raises:
         ValueError, FileNotFoundError: with what is wrong, before hydra starts.
@@ -306,15 +330,11 @@ def _prepare_resume(args: list[str]) -> list[str]:
         raise ValueError("give --resume or experiment.restore_file, not both")
     if resume is not None:
         checkpoint = checkpoint_path(resume)
-    elif restore:
-        from hydra.core.override_parser.overrides_parser import OverridesParser
-
-        value = OverridesParser.create().parse_override(restore[-1]).value()
-        if value in (None, ""):
-            return out
-        checkpoint = checkpoint_path(str(value))
+    elif restore and _value(restore[-1]) not in (None, ""):
+        checkpoint = checkpoint_path(str(_value(restore[-1])))
         out = [a for a in out if a not in restore]
     else:
+        _refuse_a_folder_with_a_run(out)
         return out
     if any(a in ("-m", "--multirun") for a in out):
         raise ValueError("resume one run at a time (without -m/--multirun)")

@@ -123,7 +123,8 @@ class Experiment:
         callbacks: extra :class:`~marl.algorithms.TrainerCallback` objects.
 
     Raises:
-        ValueError, TypeError: on a bad argument, before anything is built.
+        ValueError: on a bad value, before anything is built.
+        TypeError: on a value of the wrong type, before anything is built.
 
     Examples:
         >>> import tempfile
@@ -469,6 +470,8 @@ class Experiment:
         for logger in self.loggers.values():
             logger.log_config(description)
         self._wall_start = time.time()
+        if trainer.frames >= c.total_frames:
+            log.info("already at %d of %d frames: nothing to train", trainer.frames, c.total_frames)
         log.info(
             "training %s on %s (seed %d) for %d frames; output in %s",
             self.algorithm_name,

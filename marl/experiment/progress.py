@@ -141,5 +141,6 @@ class ProgressCallback(TrainerCallback):
             self._bar.close()
             self._bar = None
             return
-        if self.log_interval_s is not None and self._logged_frames != trainer.frames:
+        trained = trainer.frames != self._start_frames  # a resumed, finished run trains nothing
+        if self.log_interval_s is not None and trained and self._logged_frames != trainer.frames:
             log.info(self.status(trainer))

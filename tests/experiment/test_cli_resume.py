@@ -185,6 +185,7 @@ def test_resume_picks_the_newest_checkpoint_of_a_folder(tmp_path):
 @pytest.mark.parametrize(
     "args,message",
     [
+        (["hydra.run.dir={run}"], "{run} already holds a run of mappo on vmas/navigation (seed 7)"),
         (["--resume"], "--resume needs a run folder"),
         (["--resume", "{empty}"], "holds no checkpoint: expected {empty}/checkpoints/latest.pt"),
         (["experiment.restore_file={empty}/x.pt"], "no checkpoint at {empty}/x.pt"),
@@ -196,4 +197,4 @@ def test_prepare_resume_errors(args, message, vmas_run, tmp_path):
     args = [a.format(run=vmas_run, empty=tmp_path) for a in args]
     with pytest.raises((ValueError, FileNotFoundError)) as err:
         _prepare_resume(args)
-    assert message.format(empty=tmp_path) in str(err.value)
+    assert message.format(empty=tmp_path, run=vmas_run) in str(err.value)
