@@ -500,7 +500,8 @@ class Experiment:
         finally:
             run.close()
         if stopping():
-            if trainer.frames != self._last_checkpoint:
+            # at 0 frames there is nothing to continue (a resume would evaluate at 0 again)
+            if trainer.frames not in (0, self._last_checkpoint):
                 self.save_checkpoint()
             raise RunInterrupted(guard.signum)
         if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:

@@ -55,7 +55,7 @@ def checkpoint_path(path: str | os.PathLike[str]) -> Path:
         >>> checkpoint_path(tempfile.mkdtemp())
         Traceback (most recent call last):
         ...
-        FileNotFoundError: ... holds no checkpoint: expected .../checkpoints/latest.pt (a run killed before its first checkpoint cannot be resumed; start it again)
+        FileNotFoundError: ... holds no checkpoint: expected .../checkpoints/latest.pt (a run stopped before its first checkpoint cannot be resumed; start it again in a new folder)
     """
     p = Path(path).expanduser()
     if p.is_dir():
@@ -70,8 +70,8 @@ def checkpoint_path(path: str | os.PathLike[str]) -> Path:
         latest = folder / "latest.pt"
         if not latest.is_file():
             raise FileNotFoundError(
-                f"{p} holds no checkpoint: expected {latest} (a run killed before its first "
-                "checkpoint cannot be resumed; start it again)"
+                f"{p} holds no checkpoint: expected {latest} (a run stopped before its first "
+                "checkpoint cannot be resumed; start it again in a new folder)"
             )
         return latest.resolve()
     if not p.is_file():

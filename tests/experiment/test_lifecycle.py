@@ -220,3 +220,35 @@ def test_flat_algorithm_config_next_to_per_group_algorithms_is_refused(tmp_path)
     assert exp.algorithm.config["walker"].lr == 1e-3
     assert exp.algorithm.config["picker"].learning_starts == 100
     assert exp.describe()["algorithm"] == {"walker": "mappo", "picker": "iql"}
+
+
+def test_a_per_group_run_resumes_with_its_groups(tmp_path):
+    Experiment(
+        fake_task,
+        {"walker": "mappo", "picker": "iql"},
+        task_name="fake/multiagent",
+        algorithm_config={"picker": {"learning_starts": 64}},
+        config=config(tmp_path, total_frames=128),
+    ).run()
+    resumed = Experiment.resume(tmp_path, {"total_frames": 256}, task=fake_task)
+    assert resumed.algorithm.choice == {"walker": "mappo", "picker": "iql"}
+    assert resumed.algorithm.config["picker"].learning_starts == 64
+    assert resumed.run()["frames"] == 256
+    assert status(tmp_path)["algorithm"] == "picker-iql_walker-mappo"
+    assert len(rows(tmp_path)) == len(set(rows(tmp_path)))
+
+
+def test_a_signal_before_any_training_leaves_no_checkpoint(tmp_path):
+    """Stopped during the evaluation at 0 frames: nothing to continue, so no checkpoint
+    (a resume from 0 frames would evaluate at 0 a second time)."""
+
+    class DuringFirstEvaluation(TrainerCallback):
+        def on_evaluation(self, trainer, logs):
+            if trainer.frames == 0:
+                os.kill(os.getpid(), signal.SIGTERM)
+
+    with pytest.raises(RunInterrupted):
+        make(tmp_path, callbacks=[DuringFirstEvaluation()]).run()
+    st = status(tmp_path)
+    assert (st["status"], st["frames"], st["checkpoint"]) == ("interrupted", 0, None)
+    assert not list((tmp_path / "checkpoints").iterdir())
