@@ -7,7 +7,6 @@ hooks and ``log_fn``, and saves :meth:`Trainer.state_dict`.
 
 from __future__ import annotations
 
-import math
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -82,16 +81,20 @@ def evaluate_episodes(
     max_steps: int = 100_000,
     deterministic: bool = True,
 ) -> EvalEpisodes:
-    """Run ``policy`` on ``env`` until every sub-env finished its share of episodes.
+    """Run ``policy`` on ``env`` for exactly ``episodes`` episodes, shared over its sub-envs.
 
-    Every sub-env runs the same number of episodes (``ceil(episodes / num_envs)``),
-    so short episodes are not over-represented. Rewards are averaged over a group's
-    agents, then summed over the episode.
+    Each sub-env's share is fixed before the first step: ``episodes // num_envs``, one
+    more for the first ``episodes % num_envs`` sub-envs (10 episodes over 8 envs: 2, 2,
+    1, 1, 1, 1, 1, 1), and it counts its first episodes up to that share. Which episodes
+    count thus never depends on their length, so short episodes are not favoured as
+    they would be by keeping the first ``episodes`` to end. Sub-envs with no share left
+    (or none at all) keep stepping with the batch, but their episodes are not counted.
+    Rewards are averaged over a group's agents, then summed over the episode.
 
     Args:
         env: the evaluation env (reset here; a separate env from the training one).
         policy: ``td -> td`` writing every action.
-        episodes: minimum number of episodes.
+        episodes: the number of episodes.
         max_steps: safety cap on env steps.
         deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
 
@@ -104,12 +107,15 @@ def evaluate_episodes(
     Examples:
         >>> from marl.testing import MultiAgentFakeEnv
         >>> env = MultiAgentFakeEnv(num_envs=4, seed=0)
-        >>> result = evaluate_episodes(env, env.rand_action, episodes=4)
+        >>> result = evaluate_episodes(env, env.rand_action, episodes=6)
         >>> len(result.returns), sorted(result.group_returns)
-        (4, ['picker', 'walker'])
+        (6, ['picker', 'walker'])
     """
+    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
+        raise ValueError(f"evaluate: episodes must be an integer >= 1, got {episodes!r}")
     n = max(1, env.batch_size.numel())
-    per_env = math.ceil(episodes / n)
+    share = torch.full((n,), episodes // n, dtype=torch.long)
+    share[: episodes % n] += 1
     prefixes = _reward_prefixes(env)
     running = torch.zeros(len(prefixes), n)
     length = torch.zeros(n, dtype=torch.long)
@@ -126,13 +132,13 @@ def evaluate_episodes(
                 running[i] += reward.reshape(n, -1).mean(-1).cpu()
             length += 1
             done = td.get(("next", "done")).reshape(n).cpu()
-            keep = done & (count < per_env)
+            keep = done & (count < share)
             for j in keep.nonzero().flatten().tolist():
                 finished.append((running[:, j].clone(), int(length[j])))
             count += done.long()
             running[:, done] = 0.0
             length[done] = 0
-            if bool((count >= per_env).all()):
+            if bool((count >= share).all()):
                 break
             td = root
     if not finished:
@@ -161,7 +167,7 @@ def evaluate(
     Args:
         env: the evaluation env (reset here; a separate env from the training one).
         policy: ``td -> td`` writing every action.
-        episodes: minimum number of episodes.
+        episodes: the number of episodes.
         max_steps: safety cap on env steps.
         deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
 
@@ -208,6 +214,16 @@ class TrainingRun(Iterator[Logs]):
     def __next__(self) -> Logs:
         self._started = True
         return next(self._logs)
+
+    def close(self) -> None:
+        """Stop here: the callbacks' ``on_train_end`` runs now, and the run trains no further.
+
+        The trainer keeps its state, so a later :meth:`Trainer.train` continues from it.
+        """
+        self._started = True  # closing is deliberate: no "dropped unused" warning
+        close = getattr(self._logs, "close", None)
+        if close is not None:
+            close()
 
     def __del__(self) -> None:
         if not self._started:

@@ -89,9 +89,9 @@ def _dry_run(suite: Any, output: Path, overrides: Sequence[str]) -> None:
         print(f"[{p.action}] {p.run.name} -> {p.folder}")
         if p.job is not None:
             print(f"    {shlex.join(p.job.command)}")
-    counts = {a: sum(p.action == a for p in plan) for a in ("run", "resume", "skip")}
-    print(f"{len(plan)} runs: {counts['run']} to run, {counts['resume']} to resume, "
-          f"{counts['skip']} complete")  # fmt: skip
+    counts = {a: sum(p.action == a for p in plan) for a in ("run", "restart", "resume", "skip")}
+    print(f"{len(plan)} runs: {counts['run']} to run, {counts['restart']} to restart, "
+          f"{counts['resume']} to resume, {counts['skip']} complete")  # fmt: skip
 
 
 def _subset(suite: Any, field: str, wanted: str | None) -> Any:

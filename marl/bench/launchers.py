@@ -35,7 +35,8 @@ class Job:
         folder: the run's folder (created before the subprocess starts).
         command: the full command line.
         log: the file receiving stdout and stderr (appended to).
-        action: ``"run"`` (fresh) or ``"resume"`` (from a checkpoint).
+        action: ``"run"`` (fresh), ``"restart"`` (fresh, after removing a previous
+            attempt's outputs) or ``"resume"`` (from a checkpoint).
     """
 
     name: str

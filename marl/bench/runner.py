@@ -6,7 +6,13 @@ experiment runner writes ``status.json`` there (``{"status": "running" |
 
 - a run whose ``status.json`` says ``complete`` with at least the suite's frames
   is skipped;
-- a run with a checkpoint is resumed (``experiment.restore_file=...``);
+- a run with a checkpoint is resumed from its newest one (``experiment.restore_file=``
+  next to the suite's overrides: the runner refuses the resume, naming them, if the
+  suite now contradicts the checkpoint, e.g. another ``frames_per_batch``; a longer
+  ``total_frames`` is applied);
+- a run that left outputs but no checkpoint (killed or failed before its first one)
+  is restarted: those outputs are removed first, since the runner refuses to write
+  into a folder that holds a run (its rows would mix);
 - any other run starts from scratch.
 
 Before launching, ``run_suite`` writes ``OUTPUT/references.json`` (the suite's
@@ -20,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -28,13 +35,35 @@ from typing import Any
 from marl.bench.launchers import Job, JobResult, launch, require_launcher
 from marl.bench.suite import Run, Suite, load_suite
 
-__all__ = ["BenchSummary", "Outcome", "PlannedRun", "plan_runs", "read_status", "run_suite"]
+__all__ = [
+    "BenchSummary",
+    "Outcome",
+    "PlannedRun",
+    "clear_outputs",
+    "plan_runs",
+    "read_status",
+    "run_suite",
+]
 
 DEFAULT_RUNNER = (sys.executable, "-m", "marl.experiment")
 STATUS_FILE = "status.json"
 CHECKPOINT = Path("checkpoints") / "latest.pt"
 LOG_FILE = "run.log"
 _SAFE = re.compile(r"^[\w./:+@-]+$")
+_NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
+# what an experiment leaves in its folder; the first three mean "this folder holds a run"
+# for the experiment runner (marl.experiment.lifecycle.RUN_FILES), which then refuses it
+RUN_OUTPUTS = ("status.json", "scalars.csv", "results.json")
+_OTHER_OUTPUTS = (
+    "config.yaml",
+    "curves.png",
+    "marl-run.log",
+    ".hydra",
+    "videos",
+    "checkpoints",
+    "tensorboard",
+    "wandb",
+)
 
 
 def read_status(folder: str | Path) -> dict[str, Any] | None:
@@ -60,7 +89,8 @@ class PlannedRun:
     Attributes:
         run: the suite's run.
         folder: the run's folder.
-        action: ``"skip"`` (complete), ``"resume"`` (checkpoint present) or ``"run"``.
+        action: ``"skip"`` (complete), ``"resume"`` (checkpoint present), ``"restart"``
+            (outputs but no checkpoint: they are removed, then it runs) or ``"run"``.
         job: the subprocess to launch (``None`` when skipped).
     """
 
@@ -109,9 +139,12 @@ def plan_runs(
             plan.append(PlannedRun(run, folder, "skip", None))
             continue
         action = "run"
-        if (folder / CHECKPOINT).is_file():
+        checkpoint = _checkpoint(folder)
+        if checkpoint is not None:
             action = "resume"
-            command.append(_dir_override("experiment.restore_file", folder / CHECKPOINT))
+            command.append(_dir_override("experiment.restore_file", checkpoint))
+        elif any((folder / name).exists() for name in RUN_OUTPUTS):
+            action = "restart"
         job = Job(run.name, folder, tuple(command), folder / LOG_FILE, action)
         plan.append(PlannedRun(run, folder, action, job))
     return plan
@@ -124,7 +157,7 @@ class Outcome:
     Attributes:
         run: the run.
         folder: its folder.
-        action: ``"skip"``, ``"resume"`` or ``"run"``.
+        action: ``"skip"``, ``"resume"``, ``"restart"`` or ``"run"``.
         status: ``"done"``, ``"skipped"`` or ``"failed"``.
         wall_s: seconds the run took in this call (0 when skipped).
         reason: why it failed (empty otherwise).
@@ -149,6 +182,44 @@ class Outcome:
         except OSError:
             return ""
         return "\n".join(text.splitlines()[-lines:])
+
+
+def _checkpoint(folder: Path) -> Path | None:
+    """The run's newest checkpoint: the numbered one with the most frames, else latest.pt
+    (as ``marl-run --resume`` picks it)."""
+    numbered = sorted(
+        (int(m.group(1)), p)
+        for p in ((folder / CHECKPOINT).parent.glob("checkpoint_*.pt"))
+        if (m := _NUMBERED.match(p.name))
+    )
+    if numbered:
+        return numbered[-1][1]
+    return folder / CHECKPOINT if (folder / CHECKPOINT).is_file() else None
+
+
+def clear_outputs(folder: Path) -> list[str]:
+    """Remove what a run without a checkpoint left in ``folder`` (not ``run.log``, the
+    bench's own log); returns the names removed.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / "scalars.csv").write_text("frames,key,value\\n")
+        >>> _ = (folder / "run.log").write_text("...")
+        >>> clear_outputs(folder), sorted(p.name for p in folder.iterdir())
+        (['scalars.csv'], ['run.log'])
+    """
+    removed = []
+    for name in (*RUN_OUTPUTS, *_OTHER_OUTPUTS):
+        path = folder / name
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        else:
+            continue
+        removed.append(name)
+    return removed
 
 
 def _outcome(planned: PlannedRun, result: JobResult) -> Outcome:
@@ -299,6 +370,14 @@ def run_suite(
         except Exception as err:  # e.g. inside a running hydra app: the runs matter more
             message(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
+    for p in todo:
+        if p.action == "restart":
+            removed = clear_outputs(p.folder)
+            with open(p.folder / LOG_FILE, "a", encoding="utf-8") as log:
+                log.write(
+                    "marl-bench: no checkpoint to resume from; removed the previous attempt's "
+                    f"{', '.join(removed)} to start again\n"
+                )
     outcomes: dict[int, Outcome] = {}
     bar = _progress_bar(len(todo), suite.name, progress)
 

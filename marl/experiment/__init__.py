@@ -5,7 +5,11 @@
   ``curves.png``, ``videos/``, ``checkpoints/``, ``status.json``).
 - :class:`ExperimentConfig` and :class:`ModelConfig` are its typed configs.
 - ``marl-run`` (:mod:`marl.experiment.cli`) is the hydra CLI over the same
-  pieces, with the configs shipped in ``marl/conf/``.
+  pieces: the config dataclasses are its structured configs, checked before a
+  run starts, with presets in ``marl/conf/``.
+- :meth:`Experiment.resume` (``marl-run --resume <folder>``) continues a run from
+  its checkpoint; ``status.json`` ends ``complete``, ``failed`` or ``interrupted``
+  (:class:`RunInterrupted` after SIGINT/SIGTERM, with a final checkpoint).
 
 Examples:
     >>> from marl.experiment import ExperimentConfig
@@ -17,6 +21,7 @@ from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_chec
 from marl.experiment.config import ExperimentConfig, ModelConfig
 from marl.experiment.curves import plot_curves
 from marl.experiment.experiment import Experiment
+from marl.experiment.lifecycle import RunInterrupted
 from marl.experiment.loggers import (
     CSVLogger,
     Logger,
@@ -36,6 +41,7 @@ __all__ = [
     "Logger",
     "ModelConfig",
     "ProgressCallback",
+    "RunInterrupted",
     "TensorboardLogger",
     "WandbLogger",
     "atomic_save",

@@ -1,28 +1,102 @@
-"""Generate the hydra YAML files of ``marl/conf/`` from the config dataclasses.
+"""The hydra structured configs of ``marl-run``, registered from the config dataclasses.
 
-The dataclasses are the single source of truth: every field's default and
-docstring. ``python -m marl.experiment._conf`` rewrites ``marl/conf/experiment/base.yaml``
-and ``marl/conf/algorithm/<name>.yaml``; a test fails when a file is stale.
+The dataclasses are the one source of every default and type. :func:`register_configs`
+stores them in hydra's ``ConfigStore``:
+
+- ``experiment/base``: :class:`~marl.experiment.ExperimentConfig`;
+- ``model/default``: :class:`~marl.experiment.ModelConfig`;
+- ``algorithm/<name>``: each registered algorithm's config dataclass, plus ``name`` and
+  ``groups`` (``{group: algorithm config}`` for one algorithm per group, filled with
+  ``+algorithm@algorithm.groups.<group>=<name>``);
+- ``marl_run_schema``: the types of the root keys (``task``, ``task_overrides``, ``seed``).
+
+So hydra checks every type and key when it composes the config, before anything is
+built. The YAML files in ``marl/conf/`` hold only the root config (the defaults list
+and hydra's settings) and presets that extend these nodes (``experiment/debug.yaml``,
+``model/small.yaml``, ...).
 """
 
 from __future__ import annotations
 
-import ast
 import dataclasses
-import inspect
-import itertools
-import textwrap
+import typing
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from omegaconf import MISSING
+
+from marl.experiment.config import ExperimentConfig, ModelConfig
+
+__all__ = ["CONF_DIR", "RunSchema", "algorithm_node", "field_docs", "register_configs"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
-HEADER = "# Generated from {source} by `python -m marl.experiment._conf`; edit the dataclass.\n"
+
+
+@dataclass
+class RunSchema:
+    """The root of ``marl-run``'s config; ``config.yaml`` gives the values."""
+
+    task: str = MISSING
+    task_overrides: dict[str, Any] = field(default_factory=dict)
+    seed: int = MISSING
+    experiment: ExperimentConfig = MISSING
+    algorithm: Any = MISSING
+    model: ModelConfig = MISSING
+
+
+def algorithm_node(name: str) -> type:
+    """The structured config of algorithm ``name``: ``name``, every field of its config
+    dataclass (same types and defaults), and ``groups``.
+
+    Examples:
+        >>> from omegaconf import OmegaConf
+        >>> node = OmegaConf.structured(algorithm_node("mappo"))
+        >>> node.name, node.lr, dict(node.groups)
+        ('mappo', 5e-05, {})
+    """
+    from marl.algorithms import get_algorithm
+
+    spec = get_algorithm(name)
+    hints = typing.get_type_hints(spec.config_cls)
+    fields: list[tuple[str, Any, Any]] = [("name", str, dataclasses.field(default=name))]
+    for f in dataclasses.fields(spec.config_cls):
+        if not f.init:
+            continue
+        if f.default_factory is not dataclasses.MISSING:
+            default = dataclasses.field(default_factory=f.default_factory)
+        else:
+            default = dataclasses.field(default=f.default)
+        fields.append((f.name, hints[f.name], default))
+    fields.append(("groups", dict[str, Any], dataclasses.field(default_factory=dict)))
+    # named like the dataclass, so hydra's errors say `object_type=MAPPOConfig`
+    node = dataclasses.make_dataclass(spec.config_cls.__name__, fields)
+    node.__module__ = spec.config_cls.__module__
+    node.__doc__ = spec.config_cls.__doc__
+    return node
+
+
+def register_configs() -> None:
+    """Store the config dataclasses in hydra's ``ConfigStore`` (idempotent)."""
+    from hydra.core.config_store import ConfigStore
+
+    from marl.algorithms import list_algorithms
+
+    store = ConfigStore.instance()
+    store.store(name="marl_run_schema", node=RunSchema)
+    store.store(group="experiment", name="base", node=ExperimentConfig)
+    store.store(group="model", name="default", node=ModelConfig)
+    for name in list_algorithms():
+        store.store(group="algorithm", name=name, node=algorithm_node(name))
 
 
 def field_docs(cls: type) -> dict[str, str]:
     """``{field: docstring}`` from the string literals under each annotated field (MRO too)."""
+    import ast
+    import inspect
+    import itertools
+    import textwrap
+
     docs: dict[str, str] = {}
     for klass in reversed(cls.__mro__):
         if klass is object or not dataclasses.is_dataclass(klass):
@@ -42,55 +116,3 @@ def field_docs(cls: type) -> dict[str, str]:
             ):
                 docs[node.target.id] = " ".join(after.value.value.split())
     return docs
-
-
-def _plain(value: Any) -> Any:
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
-
-
-def config_yaml(cls: type, extra: dict[str, Any] | None = None) -> str:
-    """YAML of ``cls``'s defaults, each field preceded by its docstring as a comment."""
-    instance = cls()
-    docs = field_docs(cls)
-    lines = [HEADER.format(source=f"{cls.__module__}.{cls.__name__}")]
-    for key, value in (extra or {}).items():
-        lines.append(yaml.safe_dump({key: value}, sort_keys=False))
-    for f in dataclasses.fields(cls):
-        if not f.init:
-            continue
-        doc = docs.get(f.name)
-        if doc:
-            lines.extend(f"# {line}\n" for line in textwrap.wrap(doc, 96))
-        lines.append(yaml.safe_dump({f.name: _plain(getattr(instance, f.name))}, sort_keys=False))
-    return "".join(lines)
-
-
-def expected_files() -> dict[Path, str]:
-    """Every generated file and its content."""
-    from marl.algorithms import get_algorithm, list_algorithms
-    from marl.experiment.config import ExperimentConfig, ModelConfig
-
-    files = {
-        CONF_DIR / "experiment" / "base.yaml": config_yaml(ExperimentConfig),
-        CONF_DIR / "model" / "default.yaml": config_yaml(ModelConfig),
-    }
-    for name in list_algorithms():
-        spec = get_algorithm(name)
-        files[CONF_DIR / "algorithm" / f"{name}.yaml"] = config_yaml(
-            spec.config_cls, extra={"name": name}
-        )
-    return files
-
-
-def main() -> None:
-    """Rewrite the generated files."""
-    for path, text in expected_files().items():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        print(f"wrote {path}")
-
-
-if __name__ == "__main__":
-    main()

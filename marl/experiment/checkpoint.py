@@ -4,6 +4,13 @@ Each checkpoint is written to a temporary file in the same folder, flushed to
 disk, then renamed over its final name (``os.replace`` is atomic on POSIX).
 ``latest.pt`` is a hard link to the newest ``checkpoint_<frames>.pt``, made the
 same way, so it costs no extra disk space and always names a complete file.
+
+Fault injection (for tests): with ``MARL_TEST_FAULT=<point>@<frames>[:<SIGNAL>]`` in the
+environment, the run sends itself ``SIGKILL`` (or the named signal) at that point:
+``checkpoint@N`` between writing checkpoint N's temporary file and renaming it,
+``latest@N`` after renaming it but before ``latest.pt`` points at it, and
+``iteration@N`` after the scalars of the iteration that ends at N frames are logged,
+before its checkpoint.
 """
 
 from __future__ import annotations
@@ -11,15 +18,54 @@ from __future__ import annotations
 import os
 import random
 import re
+import signal
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-__all__ = ["CheckpointManager", "atomic_save", "load_checkpoint", "rng_state", "set_rng_state"]
+__all__ = [
+    "FAULT_ENV",
+    "CheckpointManager",
+    "atomic_save",
+    "fault_point",
+    "load_checkpoint",
+    "rng_state",
+    "set_rng_state",
+]
 
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
+_TEMP = re.compile(r"^\..+\.tmp-\d+$")
+
+FAULT_ENV = "MARL_TEST_FAULT"
+
+
+def fault_point(point: str, frames: int) -> None:
+    """Send this process the signal that ``MARL_TEST_FAULT`` asks for at ``point@frames``.
+
+    A test hook (see the module docstring); it does nothing when the variable is unset.
+    """
+    spec = os.environ.get(FAULT_ENV)
+    if not spec:
+        return
+    where, _, name = spec.partition(":")
+    if where == f"{point}@{int(frames)}":
+        os.kill(os.getpid(), getattr(signal, f"SIG{name or 'KILL'}"))
+
+
+def _write_temp(obj: Any, path: Path) -> Path:
+    """``torch.save`` to a temp file next to ``path``, flushed to disk; returns the temp file."""
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            torch.save(obj, f)
+            f.flush()
+            os.fsync(f.fileno())
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
@@ -32,16 +78,11 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
         1
     """
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp = _write_temp(obj, path)
     try:
-        with open(tmp, "wb") as f:
-            torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
         os.replace(tmp, path)
     finally:
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
     return path
 
 
@@ -109,6 +150,9 @@ class CheckpointManager:
         self.folder = Path(folder)
         self.folder.mkdir(parents=True, exist_ok=True)
         self.keep = keep
+        for stale in self.folder.iterdir():  # temp files of a run killed while saving
+            if _TEMP.match(stale.name):
+                stale.unlink(missing_ok=True)
 
     @property
     def latest(self) -> Path:
@@ -120,18 +164,44 @@ class CheckpointManager:
         found = [(int(m.group(1)), p) for p in self.folder.iterdir() if (m := _NAME.match(p.name))]
         return [p for _, p in sorted(found)]
 
-    def save(self, state: dict[str, Any], frames: int) -> Path:
-        """Write ``checkpoint_<frames>.pt`` atomically, point ``latest.pt`` at it, prune."""
-        path = atomic_save(state, self.folder / f"checkpoint_{int(frames)}.pt")
+    def discard_after(self, frames: int) -> list[Path]:
+        """Remove the numbered checkpoints after ``frames``; returns the removed files.
+
+        A resume from an earlier checkpoint abandons them, as it drops the logs after
+        it. ``latest.pt`` then names ``checkpoint_<frames>.pt`` when that file is here.
+        """
+        found = [(int(m.group(1)), p) for p in self.folder.iterdir() if (m := _NAME.match(p.name))]
+        removed = [p for f, p in sorted(found) if f > frames]
+        kept = self.folder / f"checkpoint_{int(frames)}.pt"
+        latest_removed = any(
+            self.latest.exists() and os.path.samefile(self.latest, p) for p in removed
+        )
+        for p in removed:
+            p.unlink()
+        if kept.exists():
+            self._link_latest(kept)
+        elif latest_removed:
+            self.latest.unlink()
+        return removed
+
+    def _link_latest(self, path: Path) -> None:
         tmp = self.folder / f".latest.pt.tmp-{os.getpid()}"
-        if tmp.exists():
-            tmp.unlink()
+        tmp.unlink(missing_ok=True)
         try:
             os.link(path, tmp)
-        except OSError:  # file systems without hard links: a second atomic write
-            atomic_save(state, self.latest)
+        except OSError:  # file systems without hard links: a copy, made atomically
+            atomic_save(torch.load(path, map_location="cpu", weights_only=False), self.latest)
         else:
             os.replace(tmp, self.latest)
+
+    def save(self, state: dict[str, Any], frames: int) -> Path:
+        """Write ``checkpoint_<frames>.pt`` atomically, point ``latest.pt`` at it, prune."""
+        path = self.folder / f"checkpoint_{int(frames)}.pt"
+        tmp = _write_temp(state, path)
+        fault_point("checkpoint", frames)
+        os.replace(tmp, path)
+        fault_point("latest", frames)
+        self._link_latest(path)
         for old in self.checkpoints()[: -self.keep]:
             old.unlink()
         return path

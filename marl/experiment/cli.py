@@ -6,24 +6,38 @@ Examples (shell)::
     marl-run algorithm=qmix task=pettingzoo/simple_spread seed=3 experiment.total_frames=200000
     marl-run -m algorithm=mappo,ippo seed=0,1,2            # a sweep, one run after another
     marl-run -m hydra/launcher=joblib seed=0,1,2           # in parallel (marl[launchers])
-    marl-run experiment.restore_file=outputs/.../checkpoints/latest.pt
+    marl-run --resume outputs/2025-01-01/12-00-00_mappo_vmas-navigation_seed0
+    marl-run experiment.restore_file=outputs/.../checkpoints/latest.pt   # the same
+    marl-run task=pettingzoo/simple_tag +algorithm@algorithm.groups.adversary=mappo \\
+        +algorithm@algorithm.groups.agent=iql algorithm.groups.adversary.lr=1e-4
 
-The configs ship with the package in ``marl/conf/``: ``config.yaml`` (task,
-seed, output folders), ``experiment/`` (:class:`~marl.experiment.ExperimentConfig`
-presets: ``base``, ``debug``, ``gpu``), ``algorithm/<name>.yaml`` (one per
-registered algorithm, every hyperparameter) and ``model/`` (network sizes).
+The configs are the dataclasses (:class:`~marl.experiment.ExperimentConfig`,
+:class:`~marl.experiment.ModelConfig`, each algorithm's config), registered as hydra
+structured configs (:mod:`marl.experiment._conf`), so a wrong type or an unknown key
+stops ``marl-run`` before anything is built. ``marl/conf/`` holds ``config.yaml``
+(the defaults list, ``task``, ``seed``, output folders) and presets
+(``experiment/debug``, ``experiment/gpu``, ``model/small``, ``model/large``).
+
+Resuming: ``experiment.restore_file=<checkpoint>`` (or ``--resume <run folder>``, which
+means its ``checkpoints/latest.pt``) continues that run in its own folder, with the
+config, seed and hyperparameters of the checkpoint. Other overrides given with it must
+agree with the checkpoint, except the ``experiment`` settings that do not change what
+is learned (``total_frames``, intervals, devices, loggers, ...), which are applied.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 __all__ = ["main", "run_config"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
+_ROOT_GROUPS = ("experiment", "algorithm", "model")
 
 
 def _slug(task: str) -> str:
@@ -38,16 +52,130 @@ def _tasks() -> str:
     return ", ".join(list_tasks())
 
 
+def _algorithm_folder_name(node: Any) -> str:
+    """``mappo``, or ``adversary-mappo_agent-iql`` when ``algorithm.groups`` is set."""
+    from marl.experiment.config import algorithm_label
+
+    groups = node.get("groups") or {}
+    if groups:
+        return algorithm_label({g: sub.get("name") for g, sub in groups.items()})
+    return algorithm_label(node.get("name"))
+
+
 def _register_resolvers() -> None:
     from omegaconf import OmegaConf
 
-    if not OmegaConf.has_resolver("marl_slug"):
-        OmegaConf.register_new_resolver("marl_slug", _slug)
-    if not OmegaConf.has_resolver("marl_tasks"):
-        OmegaConf.register_new_resolver("marl_tasks", _tasks)
+    for name, fn in (
+        ("marl_slug", _slug),
+        ("marl_tasks", _tasks),
+        ("marl_algorithm", _algorithm_folder_name),
+    ):
+        if not OmegaConf.has_resolver(name):
+            OmegaConf.register_new_resolver(name, fn)
 
 
-def run_config(cfg: Any, folder: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+# ------------------------------------------------------------------ overrides
+def _parse(overrides: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
+    """``(key path, is a config-group choice)`` of each hydra override."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    out = []
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        key = override.key_or_group
+        if override.package:  # +algorithm@algorithm.groups.agent=iql
+            out.append((tuple(override.package.split(".")), True))
+        elif "/" not in key:
+            out.append((tuple(key.split(".")), key in _ROOT_GROUPS))
+    return out
+
+
+def _description_paths(path: tuple[str, ...], choice: bool) -> list[tuple[str, ...]]:
+    """Where an override lands in :meth:`Experiment.describe`'s output."""
+    head, rest = path[0], path[1:]
+    if head == "hydra":
+        return []
+    if head == "algorithm":
+        if not rest:
+            return [("algorithm",)] if choice else [("algorithm",), ("algorithm_config",)]
+        if rest[0] == "name":
+            return [("algorithm",)]
+        if rest[0] == "groups":
+            group = rest[1:2]
+            if len(rest) > 2:
+                return [("algorithm_config", *group, rest[2])]
+            named = [("algorithm", *group)]
+            return named if choice else [*named, ("algorithm_config", *group)]
+        return [("algorithm_config", rest[0])]
+    return [path[:2]]
+
+
+def _flat_algorithm_settings(
+    node: Mapping[str, Any], given: list[tuple[tuple[str, ...], bool]] | None
+) -> list[str]:
+    """Settings of the root ``algorithm`` that no group would receive."""
+    from marl.algorithms import get_algorithm
+    from marl.experiment.resume import plain
+
+    flat: dict[str, Any] = {}
+    defaults = plain(dataclasses.asdict(get_algorithm(node["name"]).config_cls()))
+    for key, value in node.items():
+        if key not in ("name", "groups") and plain(value) != defaults.get(key, object()):
+            flat[f"algorithm.{key}"] = value
+    for path, choice in given or []:
+        if path[0] != "algorithm" or path[1:2] == ("groups",):
+            continue
+        if choice and len(path) == 1:
+            flat["algorithm"] = node["name"]
+        elif len(path) > 1:
+            flat[".".join(path[:2])] = node.get(path[1])
+    return [f"{k}={v}" for k, v in flat.items()]
+
+
+def _algorithm_choice(
+    node: Mapping[str, Any], given: list[tuple[tuple[str, ...], bool]] | None = None
+) -> tuple[Any, Any]:
+    """``(algorithm, algorithm_config)`` for :class:`Experiment` from the ``algorithm`` node."""
+    node = dict(node)
+    groups = node.get("groups") or {}
+    if not groups:
+        return node.pop("name"), {k: v for k, v in node.items() if k != "groups"}
+    choice = {g: sub["name"] for g, sub in groups.items()}
+    flat = _flat_algorithm_settings(node, given)
+    if flat:
+        keys = [item.split("=", 1)[0] for item in flat]
+        example = " ".join(
+            f"algorithm.groups.{g}.{k.split('.', 1)[1]}={node.get(k.split('.', 1)[1])}"
+            for k in keys
+            if "." in k
+            for g in choice
+        )
+        raise ValueError(
+            f"with one algorithm per group ({', '.join(f'{g}={n}' for g, n in choice.items())}) "
+            f"these settings would reach no group: {' '.join(flat)}. Give them per group"
+            + (f", e.g. {example}" if example else "")
+            + (
+                " (`algorithm=` would choose no group's algorithm: drop it)"
+                if "algorithm" in keys
+                else ""
+            )
+            + "."
+        )
+    configs = {}
+    for group, sub in groups.items():
+        sub = dict(sub)
+        sub.pop("name")
+        if sub.pop("groups", None):
+            raise ValueError(f"algorithm.groups.{group}.groups: per-group algorithms do not nest")
+        configs[group] = sub
+    return choice, configs
+
+
+# ------------------------------------------------------------------------ run
+def run_config(
+    cfg: Any,
+    folder: str | os.PathLike[str] | None = None,
+    overrides: Sequence[str] | None = None,
+) -> dict[str, Any]:
     """Run one experiment from a composed config (``task``, ``seed``, ``experiment``,
     ``algorithm``, ``model``, ``task_overrides``).
 
@@ -55,6 +183,11 @@ def run_config(cfg: Any, folder: str | os.PathLike[str] | None = None) -> dict[s
         cfg: an OmegaConf config or a plain dict.
         folder: the output folder (default: ``experiment.save_folder``, else the
             current directory, which hydra sets to the run dir).
+        overrides: the hydra overrides that produced ``cfg`` (``marl-run`` passes its
+            command line). With ``experiment.restore_file``, they say which settings the
+            user gave: those must agree with the checkpoint (or be ``experiment``
+            settings that may change), and everything else comes from the checkpoint.
+            ``None``: ``cfg`` describes the whole run and must match the checkpoint.
 
     Returns:
         The summary of :meth:`Experiment.run`.
@@ -64,8 +197,8 @@ def run_config(cfg: Any, folder: str | os.PathLike[str] | None = None) -> dict[s
     from marl.experiment.experiment import Experiment
 
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    algorithm = dict(data["algorithm"])
-    name = algorithm.pop("name")
+    given = _parse(overrides) if overrides is not None else None
+    algorithm, algorithm_config = _algorithm_choice(data["algorithm"], given)
     experiment = dict(data.get("experiment") or {})
     if folder is not None:
         experiment["save_folder"] = str(folder)
@@ -74,35 +207,182 @@ def run_config(cfg: Any, folder: str | os.PathLike[str] | None = None) -> dict[s
         from hydra.utils import to_absolute_path
 
         try:
-            experiment["restore_file"] = to_absolute_path(restore)
+            restore = experiment["restore_file"] = to_absolute_path(restore)
         except ValueError:  # outside a hydra run
-            experiment["restore_file"] = os.path.abspath(restore)
+            restore = experiment["restore_file"] = os.path.abspath(restore)
     exp = Experiment(
         data["task"],
-        name,
+        algorithm,
         model=data.get("model"),
         seed=int(data.get("seed", 0)),
         config=experiment,
-        algorithm_config=algorithm,
+        algorithm_config=algorithm_config,
         task_overrides=data.get("task_overrides") or {},
     )
+    if restore and given is not None:
+        exp = _resumed(exp, Path(restore), given)
     return exp.run()
+
+
+def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], bool]]) -> Any:
+    """The run of checkpoint ``restore``, with the command line's allowed changes applied.
+
+    ``candidate`` is what the command line composes; only the settings it names are
+    compared with the checkpoint.
+    """
+    from marl.experiment.checkpoint import load_checkpoint
+    from marl.experiment.experiment import Experiment
+    from marl.experiment.resume import FIXED_ON_RESUME, checkpoint_path, differences
+
+    checkpoint = checkpoint_path(restore)
+    state = load_checkpoint(checkpoint)
+    current = candidate.describe()
+    paths: list[tuple[str, ...]] = []
+    changes: dict[str, Any] = {}
+    for path, choice in given:
+        if path[0] == "experiment":
+            fields = path[1:2] or tuple(current["experiment"])
+            for field in fields:
+                if field in FIXED_ON_RESUME:
+                    paths.append(("experiment", field))
+                elif field not in ("restore_file", "save_folder"):
+                    changes[field] = current["experiment"][field]
+        else:
+            paths += _description_paths(path, choice)
+    saved = state.get("config") or {}
+    lines = differences(saved, current, paths, given="the command line")
+    if lines:
+        raise ValueError(
+            f"these overrides contradict the checkpoint {checkpoint}:\n  "
+            + "\n  ".join(lines)
+            + "\nA resumed run keeps its checkpoint's task, algorithm and hyperparameters, "
+            f"model, seed and experiment.{{{','.join(FIXED_ON_RESUME)}}}. Drop these "
+            "overrides to continue the run, or start a new run without "
+            "experiment.restore_file."
+        )
+    return Experiment._from_checkpoint(
+        checkpoint, state, changes, None, candidate.config.save_folder or os.getcwd()
+    )
+
+
+# ----------------------------------------------------------------------- main
+def _override(key: str, value: str | os.PathLike[str]) -> str:
+    """``key=value`` with ``value`` quoted when hydra's grammar needs it."""
+    import re
+
+    text = Path(value).as_posix() if isinstance(value, os.PathLike) else str(value)
+    if not re.match(r"^[\w./:+@-]+$", text):
+        text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"{key}={text}"
+
+
+def _key(arg: str) -> str:
+    return arg.lstrip("+~").split("=", 1)[0]
+
+
+def _value(arg: str) -> Any:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    return OverridesParser.create().parse_override(arg).value()
+
+
+def _refuse_a_folder_with_a_run(args: list[str]) -> None:
+    """A new run into ``hydra.run.dir=<a folder that holds a run>`` is refused here,
+    before hydra rewrites that run's ``.hydra/``."""
+    from marl.experiment.lifecycle import held_run
+
+    given = [a for a in args if _key(a) == "hydra.run.dir"]
+    if not given or any(a in ("-m", "--multirun") for a in args):
+        return
+    folder = Path(str(_value(given[-1]))).expanduser()
+    held = held_run(folder)
+    if held is not None:
+        raise ValueError(
+            f"{folder} already holds {held}. Continue it with marl-run --resume {folder}, "
+            "or choose another hydra.run.dir."
+        )
+
+
+def _prepare_resume(args: list[str]) -> list[str]:
+    """Turn ``--resume <folder>`` and ``experiment.restore_file=<checkpoint>`` into overrides
+    that run in the checkpoint's own run folder (and refuse a new run into a folder that
+    holds one).
+
+    Raises:
+        ValueError, FileNotFoundError: with what is wrong, before hydra starts.
+    """
+    from marl.experiment.resume import checkpoint_path, run_folder_of
+
+    out: list[str] = []
+    resume = None
+    items = iter(args)
+    for arg in items:
+        if arg == "--resume":
+            resume = next(items, None)
+            if resume is None or resume.startswith("-"):
+                raise ValueError("--resume needs a run folder (or a checkpoint file)")
+        elif arg.startswith("--resume="):
+            resume = arg.split("=", 1)[1]
+        else:
+            out.append(arg)
+    restore = [a for a in out if _key(a) == "experiment.restore_file"]
+    if resume is not None and restore:
+        raise ValueError("give --resume or experiment.restore_file, not both")
+    if resume is not None:
+        checkpoint = checkpoint_path(resume)
+    elif restore and _value(restore[-1]) not in (None, ""):
+        checkpoint = checkpoint_path(str(_value(restore[-1])))
+        out = [a for a in out if a not in restore]
+    else:
+        _refuse_a_folder_with_a_run(out)
+        return out
+    if any(a in ("-m", "--multirun") for a in out):
+        raise ValueError("resume one run at a time (without -m/--multirun)")
+    out.append(_override("experiment.restore_file", checkpoint))
+    keys = {_key(a) for a in out}
+    if "hydra.run.dir" not in keys:
+        folder = run_folder_of(checkpoint)
+        if folder is None:
+            raise ValueError(
+                f"{checkpoint} is not in a run folder's checkpoints/: add "
+                "hydra.run.dir=<folder> to say where the run continues"
+            )
+        out.append(_override("hydra.run.dir", folder))
+    if "hydra.output_subdir" not in keys:
+        # keep the run's own .hydra/ (how it was started); config.yaml records the resume
+        out.append("hydra.output_subdir=null")
+    return out
 
 
 def main() -> None:
     """Entry point of ``marl-run``."""
+    try:
+        args = _prepare_resume(sys.argv[1:])
+    except (ValueError, FileNotFoundError) as err:
+        sys.stderr.write(f"marl-run: {err}\n")
+        sys.exit(2)
+    sys.argv[1:] = args
+
     import hydra
+    from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
+    from marl.experiment._conf import register_configs
+    from marl.experiment.lifecycle import RunInterrupted
+
+    register_configs()
     _register_resolvers()
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> float:
-        summary = run_config(cfg)
+        summary = run_config(cfg, overrides=list(HydraConfig.get().overrides.task))
         # the return value is what hydra's sweepers optimize
         return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
 
-    _main()
+    try:
+        _main()
+    except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
+        sys.exit(err.exit_code)
 
 
 if __name__ == "__main__":  # pragma: no cover

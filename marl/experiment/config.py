@@ -9,13 +9,64 @@ that names the field, what was expected and what was given.
 from __future__ import annotations
 
 import dataclasses
+import types
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["ExperimentConfig", "ModelConfig", "config_from_dict"]
+__all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
 
 LOGGERS = ("csv", "wandb", "tensorboard")
+
+
+def _matches(value: Any, hint: Any) -> bool:
+    """Whether ``value`` fits the annotation ``hint`` (the few forms the configs use)."""
+    if hint is Any:
+        return True
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(_matches(value, h) for h in typing.get_args(hint))
+    if hint is type(None):
+        return value is None
+    if origin in (list, tuple):
+        (item, *_rest) = typing.get_args(hint) or (Any,)
+        return isinstance(value, (list, tuple)) and all(_matches(v, item) for v in value)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    return isinstance(value, hint)
+
+
+def _type_name(hint: Any) -> str:
+    if isinstance(hint, type):
+        return hint.__name__
+    return str(hint).replace("typing.", "").replace("NoneType", "None")
+
+
+def check_types(config: Any, where: str) -> None:
+    """Check every field of dataclass ``config`` against its annotation.
+
+    ``marl-run`` gets the same checks from hydra (the dataclasses are its structured
+    configs); this is the Python API's boundary.
+
+    Raises:
+        TypeError: naming the field, the expected type and the given value.
+
+    Examples:
+        >>> check_types(ModelConfig(actor_cells=[64, "x"]), "model")
+        Traceback (most recent call last):
+        ...
+        TypeError: model.actor_cells: expected list[int] | None, got [64, 'x']
+    """
+    hints = typing.get_type_hints(type(config))
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if f.name in hints and not _matches(value, hints[f.name]):
+            raise TypeError(
+                f"{where}.{f.name}: expected {_type_name(hints[f.name])}, got {value!r}"
+            )
 
 
 @dataclass
@@ -61,7 +112,9 @@ class ExperimentConfig:
     evaluation_interval: int = 100_000
     """Frames between evaluations."""
     evaluation_episodes: int = 10
-    """Episodes per evaluation (run in parallel over ``evaluation_episodes`` envs when possible)."""
+    """Episodes per evaluation, exactly. They run in parallel: over ``evaluation_episodes`` envs on
+    VMAS, over at most 8 elsewhere, each env running its fixed share (10 over 8 envs: 2 on two
+    envs, 1 on the others), so short episodes are not favoured."""
     evaluation_deterministic: bool = True
     """Evaluate the mode of the policy (no exploration noise)."""
     render: bool = True
@@ -75,9 +128,11 @@ class ExperimentConfig:
     save_folder: str | None = None
     """Output folder; ``None``: the current directory (``marl-run`` changes into hydra's run dir)."""
     progress: bool = True
-    """Show a progress bar on a terminal; elsewhere print a status line every ``log_interval_s``."""
-    log_interval_s: float = 30.0
-    """Seconds between status lines when the output is not a terminal."""
+    """Show a progress bar when stderr is a terminal. Without a bar (``false``, or not a terminal)
+    a status line is logged every ``log_interval_s`` instead."""
+    log_interval_s: float | None = 30.0
+    """Seconds between status lines when there is no progress bar (``None``: no status lines; the
+    lines at the start, on a resume and at the end are still logged)."""
 
     # --- checkpoints ---------------------------------------------------------
     checkpoint_interval: int = 100_000
@@ -98,6 +153,10 @@ class ExperimentConfig:
             ValueError: naming the field, the expected values and the given one.
         """
 
+        if isinstance(self.loggers, str):
+            self.loggers = [self.loggers]
+        check_types(self, "experiment")
+
         def need(ok: bool, name: str, expected: str) -> None:
             if not ok:
                 raise ValueError(
@@ -112,10 +171,10 @@ class ExperimentConfig:
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
         need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
-        need(self.log_interval_s > 0, "log_interval_s", "a number > 0")
+        need(
+            self.log_interval_s is None or self.log_interval_s > 0, "log_interval_s", "None or > 0"
+        )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads", "None or >= 1")
-        if isinstance(self.loggers, str):
-            self.loggers = [self.loggers]
         for name in self.loggers:
             if name not in LOGGERS:
                 raise ValueError(
@@ -150,6 +209,15 @@ class ModelConfig:
     """One set of policy parameters for all agents of a group (``False``: one per agent)."""
     share_critic_params: bool | None = None
     """One set of critic parameters for all agents of a group."""
+
+    def validate(self) -> ModelConfig:
+        """Check the types of every field; return ``self``.
+
+        Raises:
+            TypeError: naming the field, the expected type and the given value.
+        """
+        check_types(self, "model")
+        return self
 
     def algorithm_overrides(self, fields: set[str]) -> dict[str, Any]:
         """The algorithm-config entries this model sets, among the algorithm's ``fields``."""
@@ -197,3 +265,20 @@ def config_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) ->
     if unknown:
         raise ValueError(f"{where}: unknown field(s) {unknown}; valid: {sorted(names)}")
     return cls(**{k: (list(v) if isinstance(v, (list, tuple)) else v) for k, v in values.items()})
+
+
+def algorithm_label(algorithm: Any) -> str:
+    """The plain name of an algorithm choice, as used in folder names and ``results.json``.
+
+    Args:
+        algorithm: a name (or anything with a ``name``), or ``{group: name}``.
+
+    Examples:
+        >>> algorithm_label("mappo")
+        'mappo'
+        >>> algorithm_label({"agent": "iql", "adversary": "mappo"})
+        'adversary-mappo_agent-iql'
+    """
+    if isinstance(algorithm, Mapping):
+        return "_".join(f"{g}-{algorithm_label(a)}" for g, a in sorted(algorithm.items()))
+    return str(getattr(algorithm, "name", algorithm))

@@ -13,7 +13,12 @@ The output folder::
     curves.png           training and evaluation return against frames
     videos/eval_<frames>.mp4
     checkpoints/checkpoint_<frames>.pt, checkpoints/latest.pt
-    status.json          {"status": "running" | "complete", "frames": ..., ...}
+    status.json          {"status": "running" | "complete" | "failed" | "interrupted", ...}
+
+A run continues from its checkpoint with :meth:`Experiment.resume` (``marl-run --resume
+<folder>``): same folder, config and seed, frames counting on, logs appended without
+gaps or duplicates. A folder that already holds a run is never written into by a new
+one (that would duplicate its rows): resume it, or choose another folder.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import dataclasses
 import logging
 import os
 import random
+import signal
 import sys
 import time
 import warnings
@@ -32,20 +38,41 @@ from typing import Any
 import numpy as np
 import torch
 
-from marl.algorithms import Algorithm, Trainer, TrainerCallback, get_algorithm
+from marl.algorithms import (
+    Algorithm,
+    AlgorithmSpec,
+    EvalEpisodes,
+    Trainer,
+    TrainerCallback,
+    get_algorithm,
+)
 from marl.collectors import Collector
 from marl.envs import RewardSum, TransformedEnv, list_tasks, make_task
 from marl.envs.common import EnvBase
 from marl.experiment.checkpoint import (
     CheckpointManager,
+    fault_point,
     load_checkpoint,
     rng_state,
     set_rng_state,
 )
-from marl.experiment.config import ExperimentConfig, ModelConfig, config_from_dict
+from marl.experiment.config import (
+    ExperimentConfig,
+    ModelConfig,
+    algorithm_label,
+    config_from_dict,
+)
 from marl.experiment.curves import plot_curves
+from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
 from marl.experiment.loggers import Logger, make_loggers, read_scalars
 from marl.experiment.progress import ProgressCallback
+from marl.experiment.resume import (
+    FIXED_ON_RESUME,
+    checkpoint_path,
+    differences,
+    resume_arguments,
+    run_folder_of,
+)
 from marl.report.results import RunResults, atomic_write_json
 
 __all__ = ["Experiment", "TaskFactory"]
@@ -88,11 +115,16 @@ class Experiment:
         seed: seeds Python, NumPy and torch, the training env (``seed``) and the
             evaluation env (``seed + 1``).
         config: the :class:`ExperimentConfig` (or a dict of its fields).
-        algorithm_config: the algorithm's config (dataclass or dict of overrides;
-            ``{group: ...}`` with a per-group ``algorithm``).
+        algorithm_config: the algorithm's config (dataclass or dict of overrides). With a
+            per-group ``algorithm``, ``{group: config}``: a flat config next to it is
+            refused (the error shows the per-group form), never ignored.
         task_overrides: options of the task's env section (``{"n_agents": 4}``).
         task_name: ``"family/task"`` name used in ``results.json`` for a factory task.
         callbacks: extra :class:`~marl.algorithms.TrainerCallback` objects.
+
+    Raises:
+        ValueError: on a bad value, before anything is built.
+        TypeError: on a value of the wrong type, before anything is built.
 
     Examples:
         >>> import tempfile
@@ -108,6 +140,12 @@ class Experiment:
         >>> sorted(p.name for p in exp.folder.iterdir())  # doctest: +NORMALIZE_WHITESPACE
         ['checkpoints', 'config.yaml', 'curves.png', 'results.json', 'scalars.csv',
          'status.json']
+
+        The same run, continued to 256 frames in its folder:
+
+        >>> Experiment.resume(exp.folder, {"total_frames": 256},
+        ...                   task=exp.task).run()["frames"]
+        256
     """
 
     def __init__(
@@ -124,10 +162,12 @@ class Experiment:
         callbacks: Sequence[TrainerCallback] = (),
     ) -> None:
         self.config = config_from_dict(ExperimentConfig, config, "experiment").validate()
-        self.model = config_from_dict(ModelConfig, model, "model")
+        self.model = config_from_dict(ModelConfig, model, "model").validate()
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
         self.seed = seed
+        if task_overrides is not None and not isinstance(task_overrides, Mapping):
+            raise TypeError(f"task_overrides must be a mapping, got {task_overrides!r}")
         self.task_overrides = dict(task_overrides or {})
         if isinstance(task, str):
             known = list_tasks()
@@ -146,19 +186,68 @@ class Experiment:
         self.extra_callbacks = list(callbacks)
         self.trainer: Trainer | None = None
         self.loggers: dict[str, Logger] = {}
+        self.checkpoints: CheckpointManager | None = None
         self._render_env: EnvBase | None = None
         self._render_ok = self.config.render
         self._last_checkpoint = 0
         self._wall_start = 0.0
+        self._restore_state: tuple[Path, dict[str, Any]] | None = None
+        self._envs: list[EnvBase] = []
+
+    @classmethod
+    def resume(
+        cls,
+        path: str | os.PathLike[str],
+        config: Mapping[str, Any] | None = None,
+        *,
+        task: TaskFactory | None = None,
+        folder: str | os.PathLike[str] | None = None,
+        callbacks: Sequence[TrainerCallback] = (),
+    ) -> Experiment:
+        """The experiment of a checkpoint, ready to :meth:`run` on from it.
+
+        Task, algorithm and its hyperparameters, model and seed come from the
+        checkpoint; the run continues in the folder that holds its ``checkpoints/``,
+        appending to its ``scalars.csv`` and ``results.json``.
+
+        Args:
+            path: a run folder (resumed from its ``checkpoints/latest.pt``) or a checkpoint.
+            config: ``experiment`` settings to change, e.g. ``{"total_frames": 10**6}``;
+                those in :data:`~marl.experiment.resume.FIXED_ON_RESUME` must keep
+                their value.
+            task: the env factory of a run on a custom task (a factory is not saved).
+            folder: where the run continues (default: the checkpoint's run folder).
+            callbacks: extra :class:`~marl.algorithms.TrainerCallback` objects.
+
+        Raises:
+            FileNotFoundError: when ``path`` holds no checkpoint.
+            ValueError: naming each setting of ``config`` that contradicts the checkpoint.
+        """
+        checkpoint = checkpoint_path(path)
+        return cls._from_checkpoint(
+            checkpoint, load_checkpoint(checkpoint), config, task, folder, callbacks
+        )
+
+    @classmethod
+    def _from_checkpoint(
+        cls,
+        checkpoint: Path,
+        state: dict[str, Any],
+        config: Mapping[str, Any] | None,
+        task: TaskFactory | None,
+        folder: str | os.PathLike[str] | None,
+        callbacks: Sequence[TrainerCallback] = (),
+    ) -> Experiment:
+        kwargs = resume_arguments(checkpoint, state, config, task, folder)
+        exp = cls(**kwargs, callbacks=callbacks)
+        exp._restore_state = (checkpoint, state)
+        return exp
 
     # ------------------------------------------------------------------ setup
     @property
     def algorithm_name(self) -> str:
-        """``"mappo"``, or ``"adversary=mappo+agent=iql"`` for a per-group algorithm."""
-        algo = self.algorithm.choice
-        if isinstance(algo, Mapping):
-            return "+".join(f"{g}={getattr(a, 'name', a)}" for g, a in sorted(algo.items()))
-        return getattr(algo, "name", algo)
+        """``"mappo"``, or ``"adversary-mappo_agent-iql"`` for one algorithm per group."""
+        return algorithm_label(self.algorithm.choice)
 
     def _make_algorithm(self, algorithm: Any, algorithm_config: Any) -> Algorithm:
         if isinstance(algorithm, Algorithm):
@@ -168,12 +257,25 @@ class Experiment:
                 raise ValueError("algorithm_config is only for an algorithm given by name")
             return algorithm
         if isinstance(algorithm, Mapping):
-            configs = algorithm_config or {}
-            config = {
-                group: self._algorithm_config(name, configs.get(group))
-                for group, name in algorithm.items()
-            }
-            return Algorithm(dict(algorithm), config)
+            groups = dict(algorithm)
+            if algorithm_config is not None and not isinstance(algorithm_config, Mapping):
+                raise TypeError(
+                    f"with one algorithm per group ({groups}), algorithm_config must be "
+                    f"{{group: config}}, got {type(algorithm_config).__name__}"
+                )
+            configs = dict(algorithm_config or {})
+            stray = [k for k in configs if k not in groups]
+            if stray:
+                example = {g: {k: configs[k] for k in stray} for g in groups}
+                raise ValueError(
+                    f"algorithm_config has key(s) {stray} that name no group of the per-group "
+                    f"algorithm {groups}; give each group its own config, e.g. "
+                    f"algorithm_config={example!r}"
+                )
+            return Algorithm(
+                groups,
+                {g: self._algorithm_config(name, configs.get(g)) for g, name in groups.items()},
+            )
         return Algorithm(algorithm, self._algorithm_config(algorithm, algorithm_config))
 
     def _algorithm_config(self, name: str, overrides: Any) -> Any:
@@ -220,19 +322,29 @@ class Experiment:
         return make_task(self.task, num_envs=num_envs, seed=seed, device=device, **overrides)
 
     def describe(self) -> dict[str, Any]:
-        """The resolved config as plain data (written to ``config.yaml``)."""
-        algo = self.algorithm
-        configs = {
-            label: dataclasses.asdict(cfg)
-            for label, cfg in (
-                algo.config.items() if isinstance(algo.config, Mapping) else [("all", algo.config)]
-            )
-            if dataclasses.is_dataclass(cfg)
-        }
+        """The resolved config as plain data (``config.yaml``, and every checkpoint).
+
+        ``algorithm`` is a name or ``{group: name}``; ``algorithm_config`` holds every
+        hyperparameter (model applied), flat or ``{group: {...}}`` alike.
+        """
+        choice, config = self.algorithm.choice, self.algorithm.config
+
+        def resolved(algo: Any, cfg: Any) -> dict[str, Any]:
+            spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
+            resolved = spec.make_config(cfg)
+            settable = {f.name for f in dataclasses.fields(resolved) if f.init}
+            return {k: v for k, v in dataclasses.asdict(resolved).items() if k in settable}
+
+        if isinstance(choice, Mapping):
+            cfgs = config if isinstance(config, Mapping) else {}
+            algorithm: Any = {g: algorithm_label(a) for g, a in choice.items()}
+            configs: Any = {g: resolved(a, cfgs.get(g)) for g, a in choice.items()}
+        else:
+            algorithm, configs = algorithm_label(choice), resolved(choice, config)
         return {
             "task": self.task_name,
             "task_overrides": self.task_overrides,
-            "algorithm": self.algorithm_name,
+            "algorithm": algorithm,
             "algorithm_config": configs,
             "model": dataclasses.asdict(self.model),
             "seed": self.seed,
@@ -243,31 +355,85 @@ class Experiment:
     def run(self) -> dict[str, Any]:
         """Train to ``total_frames`` (resuming from ``restore_file`` if set).
 
+        Everything is checked before anything is built or written: a checkpoint that
+        contradicts this run's config, or a folder that already holds another run,
+        raises without touching it. From then on ``status.json`` follows the run:
+        ``running``, then ``complete``, ``failed`` (with the error and the end of the
+        traceback) or ``interrupted``. SIGINT and SIGTERM stop the run at the end of
+        the current iteration, with a final checkpoint, and raise
+        :class:`~marl.experiment.RunInterrupted`.
+
         Returns:
             ``{"frames", "train/episode_reward", "eval/episode_reward", "folder", ...}``:
             the last training and evaluation metrics.
+
+        Raises:
+            FileExistsError: when the folder holds another run.
+            ValueError: when ``restore_file`` is a checkpoint of another run.
+            RunInterrupted: after SIGINT or SIGTERM (a ``KeyboardInterrupt``).
         """
         import yaml
 
-        c = self.config
+        restore = self._load_restore()
+        self._check_folder(restore[0] if restore else None)
         self.folder.mkdir(parents=True, exist_ok=True)
         if not logging.getLogger().handlers and not log.handlers:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
             log.addHandler(handler)
             log.setLevel(logging.INFO)
+        self.checkpoints = CheckpointManager(
+            self.folder / "checkpoints", self.config.keep_checkpoints
+        )
+        if restore is not None:
+            self._last_checkpoint = int(restore[1]["trainer"]["frames"])
         description = self.describe()
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
+        self._status("running")
+        try:
+            with InterruptGuard() as guard:
+                return self._train(restore, guard, description)
+        except KeyboardInterrupt as err:  # RunInterrupted too
+            name = signal.Signals(getattr(err, "signum", signal.SIGINT)).name
+            self._status("interrupted", signal=name)
+            log.warning(
+                "interrupted by %s at %d frames; continue with: marl-run --resume %s",
+                name,
+                self.trainer.frames if self.trainer is not None else 0,
+                self.folder,
+            )
+            raise
+        except BaseException as err:
+            self._status(
+                "failed", error=f"{type(err).__name__}: {err}", traceback=traceback_tail(err)
+            )
+            raise
+        finally:
+            for logger in self.loggers.values():
+                logger.close()
+            for e in (*self._envs, self._render_env):
+                if e is not None:
+                    e.close()
+
+    def _train(
+        self,
+        restore: tuple[Path, dict[str, Any]] | None,
+        guard: InterruptGuard,
+        description: dict[str, Any],
+    ) -> dict[str, Any]:
+        c = self.config
         if c.num_threads is not None:
             torch.set_num_threads(c.num_threads)
         _seed_everything(self.seed)
         env = self.make_env(self._num_envs(), self.seed)
+        self._envs.append(env)
         eval_env = None
         if c.evaluation:
             eval_envs = c.evaluation_episodes if self.task_name.startswith("vmas/") else None
             if eval_envs is None:
                 eval_envs = min(c.evaluation_episodes, 8) if isinstance(self.task, str) else 4
             eval_env = self.make_env(eval_envs, self.seed + 1)
+            self._envs.append(eval_env)
         self.algorithm.build(env, seed=self.seed, device=c.train_device)
         collector = Collector(
             env,
@@ -277,7 +443,7 @@ class Experiment:
             policy_device=c.sampling_device,
             storing_device=c.sampling_device,
         )
-        progress = ProgressCallback(c.progress, c.log_interval_s)
+        progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
         self.trainer = trainer = Trainer(
             self.algorithm,
             env,
@@ -292,7 +458,6 @@ class Experiment:
         )
         family, task = self.task_name.split("/", 1)
         self.results = RunResults(family, task, self.algorithm_name, self.seed)
-        self.checkpoints = CheckpointManager(self.folder / "checkpoints", c.keep_checkpoints)
         self.loggers = make_loggers(
             c.loggers,
             self.folder,
@@ -300,12 +465,13 @@ class Experiment:
             run_name=f"{self.algorithm_name}_{family}_{task}_seed{self.seed}",
             config=description,
         )
-        if c.restore_file:
-            self._restore(c.restore_file)
+        if restore is not None:
+            self._restore(*restore)
         for logger in self.loggers.values():
             logger.log_config(description)
         self._wall_start = time.time()
-        self._status("running")
+        if trainer.frames >= c.total_frames:
+            log.info("already at %d of %d frames: nothing to train", trainer.frames, c.total_frames)
         log.info(
             "training %s on %s (seed %d) for %d frames; output in %s",
             self.algorithm_name,
@@ -314,36 +480,93 @@ class Experiment:
             c.total_frames,
             self.folder,
         )
-        try:
-            if eval_env is not None and trainer.frames == 0:
-                # the untrained policy: the first point of every learning curve
-                logs = trainer.evaluate()
-                for logger in self.loggers.values():
-                    logger.log_scalars(logs, 0)
-            history = list(trainer.train())
-            if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
-                self.save_checkpoint()
-            if trainer.last_evaluation is not None:
-                ev = trainer.last_evaluation
-                self.results.set_absolute_metrics(ev.returns, ev.group_returns)
-                self.results.write(self.folder / "results.json")
-            self.plot()
-            self._status("complete")
-        finally:
+
+        def stopping() -> bool:
+            return guard.signum is not None and trainer.frames < c.total_frames
+
+        if eval_env is not None and trainer.frames == 0 and not stopping():
+            # the untrained policy: the first point of every learning curve
+            logs = trainer.evaluate()
             for logger in self.loggers.values():
-                logger.close()
-            for e in (env, eval_env, self._render_env):
-                if e is not None:
-                    e.close()
+                logger.log_scalars(logs, 0)
+        history = []
+        run = trainer.train()
+        try:
+            while not stopping():
+                logs = next(run, None)
+                if logs is None:
+                    break
+                history.append(logs)
+        finally:
+            run.close()
+        if stopping():
+            # at 0 frames there is nothing to continue (a resume would evaluate at 0 again)
+            if trainer.frames not in (0, self._last_checkpoint):
+                self.save_checkpoint()
+            raise RunInterrupted(guard.signum)
+        if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
+            self.save_checkpoint()
+        if trainer.last_evaluation is not None:
+            ev = trainer.last_evaluation
+            self.results.set_absolute_metrics(ev.returns, ev.group_returns)
+            self.results.write(self.folder / "results.json")
+        self.plot()
+        self._status("complete")
         summary: dict[str, Any] = {"frames": trainer.frames, "folder": str(self.folder)}
         for logs in history:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary
 
+    def _load_restore(self) -> tuple[Path, dict[str, Any]] | None:
+        """The checkpoint to resume from, checked against this run's config."""
+        if self._restore_state is not None:
+            checkpoint, state = self._restore_state
+        elif self.config.restore_file:
+            checkpoint = checkpoint_path(self.config.restore_file)
+            state = load_checkpoint(checkpoint)
+        else:
+            return None
+        saved = state.get("config")
+        if not isinstance(saved, Mapping) or "task" not in saved:
+            raise ValueError(
+                f"experiment.restore_file: {checkpoint} holds no run config: expected a "
+                "checkpoint written by marl.experiment.Experiment"
+            )
+        lines = differences(saved, self.describe())
+        if lines:
+            raise ValueError(
+                f"experiment.restore_file: {checkpoint} is a checkpoint of another run:\n  "
+                + "\n  ".join(lines)
+                + "\nA resumed run keeps its checkpoint's task, algorithm and hyperparameters, "
+                f"seed and experiment.{{{','.join(FIXED_ON_RESUME)}}}: "
+                "Experiment.resume(path) takes them from the checkpoint."
+            )
+        return checkpoint, state
+
+    def _check_folder(self, checkpoint: Path | None) -> None:
+        """Refuse to write into a folder that holds another run (its rows would mix)."""
+        held = held_run(self.folder)
+        if held is None:
+            return
+        if checkpoint is not None:
+            own = run_folder_of(checkpoint)
+            if own is not None and own.resolve() == self.folder:
+                return
+            raise FileExistsError(
+                f"{self.folder} already holds {held}; the checkpoint {checkpoint} belongs "
+                "elsewhere and cannot continue there: choose an empty folder"
+            )
+        raise FileExistsError(
+            f"{self.folder} already holds {held}. Continue it with "
+            f"Experiment.resume({str(self.folder)!r}) (marl-run --resume {self.folder}), or "
+            "choose another folder."
+        )
+
     # ------------------------------------------------------------- callbacks
     def _on_iteration(self, trainer: Trainer, logs: dict[str, float]) -> None:
         for logger in self.loggers.values():
             logger.log_scalars(logs, trainer.frames)
+        fault_point("iteration", trainer.frames)
         interval = self.config.checkpoint_interval
         if interval and trainer.frames - self._last_checkpoint >= interval:
             self.save_checkpoint()
@@ -387,47 +610,60 @@ class Experiment:
         """Trainer (networks, optimizers, counters), RNG states, loggers, config."""
         if self.trainer is None:
             raise RuntimeError("Experiment.state_dict: call run() first")
+        ev = self.trainer.last_evaluation
         return {
             "trainer": self.trainer.state_dict(include_buffers=self.config.checkpoint_buffers),
             "rng": rng_state(),
             "loggers": {name: lg.state_dict() for name, lg in self.loggers.items()},
+            "last_evaluation": dataclasses.asdict(ev) if ev is not None else None,
             "config": self.describe(),
-            "version": 1,
+            "version": 2,
         }
 
     def save_checkpoint(self) -> Path:
         """Write ``checkpoints/checkpoint_<frames>.pt`` and ``latest.pt`` atomically."""
+        if self.checkpoints is None:
+            raise RuntimeError("Experiment.save_checkpoint: call run() first")
         frames = self.trainer.frames if self.trainer is not None else 0
         path = self.checkpoints.save(self.state_dict(), frames)
         self._last_checkpoint = frames
         self._status("running")
         return path
 
-    def _restore(self, path: str | os.PathLike[str]) -> None:
-        state = load_checkpoint(path)
-        saved, current = state.get("config", {}), self.describe()
-        for key in ("task", "algorithm"):
-            if key in saved and saved[key] != current[key]:
-                raise ValueError(
-                    f"experiment.restore_file: the checkpoint is for {key} {saved[key]!r}, "
-                    f"this run is {current[key]!r}"
-                )
+    def _restore(self, path: Path, state: dict[str, Any]) -> None:
         trainer = self.trainer
         trainer.load_state_dict(state["trainer"])
         set_rng_state(state["rng"])
         frames = trainer.frames
+        if state.get("last_evaluation"):
+            trainer.last_evaluation = EvalEpisodes(**state["last_evaluation"])
         for name, logger in self.loggers.items():
             logger.load_state_dict(state.get("loggers", {}).get(name, {"frames": frames}))
         results = self.folder / "results.json"
         if results.exists():
             self.results = RunResults.load(results)
             self.results.truncate(frames)
+            self.results.write(results)
+        if self.checkpoints is not None:
+            self.checkpoints.discard_after(frames)
         self._last_checkpoint = frames
-        log.info("resumed from %s at %d frames", path, frames)
+        changed = [
+            f"experiment.{k}={v!r}"
+            for k, v in dataclasses.asdict(self.config).items()
+            if k not in ("restore_file", "save_folder")
+            and state["config"].get("experiment", {}).get(k, v) != v
+        ]
+        log.info(
+            "resumed from %s at %d frames%s",
+            path,
+            frames,
+            f"; changed: {', '.join(changed)}" if changed else "",
+        )
 
     # ---------------------------------------------------------------- outputs
-    def _status(self, status: str) -> None:
-        frames = self.trainer.frames if self.trainer is not None else 0
+    def _status(self, status: str, **extra: Any) -> None:
+        frames = self.trainer.frames if self.trainer is not None else self._last_checkpoint
+        latest = self.checkpoints.latest if self.checkpoints is not None else None
         atomic_write_json(
             self.folder / "status.json",
             {
@@ -437,7 +673,8 @@ class Experiment:
                 "algorithm": self.algorithm_name,
                 "task": self.task_name,
                 "seed": self.seed,
-                "checkpoint": str(self.checkpoints.latest) if self._last_checkpoint else None,
+                "checkpoint": str(latest) if latest is not None and latest.exists() else None,
+                **extra,
             },
         )
 

@@ -1,9 +1,10 @@
-"""Progress display: a tqdm bar on a terminal, timed status lines elsewhere.
+"""Progress display: a tqdm bar on a terminal, timed status lines otherwise.
 
 Both show frames, frames per second, the last training (and evaluation)
-episode reward and the time left. Status lines go through the
-``marl.experiment`` logger, so under ``marl-run`` they also land in hydra's
-run log.
+episode reward and the time left. Without a bar (turned off, or not a terminal)
+a status line is logged every ``log_interval_s`` seconds. Status lines go
+through the ``marl.experiment`` logger, so under ``marl-run`` they also land in
+hydra's run log.
 """
 
 from __future__ import annotations
@@ -40,17 +41,29 @@ def format_duration(seconds: float) -> str:
 
 
 class ProgressCallback(TrainerCallback):
-    """Show training progress.
+    """Show training progress: a bar on a terminal, else status lines.
 
     Args:
-        enabled: ``False`` shows nothing.
-        log_interval_s: seconds between status lines when not on a terminal.
-        stream: where the bar goes (default ``sys.stderr``); a bar is used only
-            when it is a TTY.
+        bar: show a tqdm bar when ``stream`` is a terminal (``experiment.progress``).
+        log_interval_s: seconds between status lines when there is no bar (``None``:
+            no status lines). With neither, nothing is shown.
+        stream: where the bar goes (default ``sys.stderr``).
+
+    Examples:
+        >>> from marl.algorithms import Algorithm, Trainer
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, discrete=True, seed=0)
+        >>> quiet = ProgressCallback(bar=False, log_interval_s=None)  # shows nothing
+        >>> trainer = Trainer(Algorithm("ppo"), env, frames_per_batch=64, total_frames=64,
+        ...                   callbacks=[quiet])
+        >>> [logs["frames"] for logs in trainer.train()]
+        [64]
     """
 
-    def __init__(self, enabled: bool = True, log_interval_s: float = 30.0, stream: Any = None):
-        self.enabled = enabled
+    def __init__(
+        self, bar: bool = True, log_interval_s: float | None = 30.0, stream: Any = None
+    ) -> None:
+        self.bar = bar
         self.log_interval_s = log_interval_s
         self.stream = stream if stream is not None else sys.stderr
         self._bar: Any = None
@@ -80,7 +93,7 @@ class ProgressCallback(TrainerCallback):
         """Open the bar at the (possibly restored) frame count."""
         self._start = self._last_line = time.perf_counter()
         self._start_frames = trainer.frames
-        if self.enabled and self._use_bar():
+        if self.bar and self._use_bar():
             from tqdm.auto import tqdm
 
             self._bar = tqdm(
@@ -110,11 +123,11 @@ class ProgressCallback(TrainerCallback):
         """Advance the bar, or log a status line every ``log_interval_s``."""
         self._reward = logs.get("train/episode_reward", self._reward)
         self._eval = logs.get("eval/episode_reward", self._eval)
-        if not self.enabled:
-            return
         if self._bar is not None:
             self._bar.update(trainer.frames - self._bar.n)
             self._bar.set_postfix(reward=f"{self._reward:.3f}", eval=f"{self._eval:.3f}")
+            return
+        if self.log_interval_s is None:
             return
         now = time.perf_counter()
         if now - self._last_line >= self.log_interval_s or trainer.frames >= trainer.total_frames:
@@ -128,5 +141,6 @@ class ProgressCallback(TrainerCallback):
             self._bar.close()
             self._bar = None
             return
-        if self.enabled and (self._logged_frames != trainer.frames or self._logged_frames < 0):
+        trained = trainer.frames != self._start_frames  # a resumed, finished run trains nothing
+        if self.log_interval_s is not None and trained and self._logged_frames != trainer.frames:
             log.info(self.status(trainer))

@@ -144,6 +144,28 @@ def test_resumes_an_interrupted_run(tmp_path):
     assert len(calls) == 2 and "experiment.restore_file=" in calls[1]
 
 
+def test_restarts_a_run_that_left_outputs_but_no_checkpoint(tmp_path):
+    """The experiment runner refuses a folder that holds a run (its rows would mix), so a
+    run that failed before its first checkpoint is cleared, then run again."""
+    suite = load_suite(write_suite(tmp_path, algorithms=["mappo"], seeds=[0]))
+    out = tmp_path / "out"
+    folder = out / "mappo" / "vmas_navigation" / "seed_0"
+    (folder / "checkpoints").mkdir(parents=True)
+    for name in ("status.json", "scalars.csv", "config.yaml"):
+        (folder / name).write_text("{}")
+    (folder / "run.log").write_text("the failed attempt\n")
+    (plan,) = plan_runs(suite, out, runner=FAKE)
+    assert plan.action == "restart" and "experiment.restore_file" not in str(plan.job.command)
+    summary = run_suite(suite, out, runner=FAKE)
+    assert summary.ok and summary.outcomes[0].action == "restart"
+    assert not (folder / "scalars.csv").exists() and not (folder / "config.yaml").exists()
+    log = (folder / "run.log").read_text()
+    assert log.startswith("the failed attempt\n")
+    assert (
+        "removed the previous attempt's status.json, scalars.csv, config.yaml, checkpoints" in log
+    )
+
+
 def test_cli_failing_run_exits_nonzero_and_names_it(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_runner, "DEFAULT_RUNNER", tuple(FAKE))
     path = write_suite(tmp_path)

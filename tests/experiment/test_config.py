@@ -1,13 +1,30 @@
-"""ExperimentConfig / ModelConfig validation and the generated hydra YAML files."""
+"""ExperimentConfig / ModelConfig validation, and the hydra structured configs built from them."""
 
 import dataclasses
 
 import pytest
-import yaml
+from hydra import compose, initialize_config_dir
+from hydra.errors import ConfigCompositionException
+from omegaconf import OmegaConf
+from omegaconf.errors import ValidationError
 
 from marl.algorithms import get_algorithm, list_algorithms
 from marl.experiment import Experiment, ExperimentConfig, ModelConfig
-from marl.experiment._conf import CONF_DIR, expected_files, field_docs
+from marl.experiment._conf import CONF_DIR, field_docs, register_configs
+from marl.experiment.cli import _register_resolvers
+from marl.testing import MultiAgentFakeEnv
+
+
+def composed(*overrides):
+    """The config ``marl-run <overrides>`` composes (hydra's compose API, in process)."""
+    register_configs()
+    _register_resolvers()
+    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def fake_task(num_envs, seed, device):
+    return MultiAgentFakeEnv(num_envs=num_envs, seed=seed)
 
 
 @pytest.mark.parametrize(
@@ -23,6 +40,24 @@ from marl.experiment._conf import CONF_DIR, expected_files, field_docs
 def test_experiment_config_rejects_bad_values(field, value, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         ExperimentConfig(**{field: value}).validate()
+
+
+@pytest.mark.parametrize(
+    "field,value,message",
+    [
+        ("total_frames", "abc", "experiment.total_frames: expected int, got 'abc'"),
+        ("total_frames", 1.5, "experiment.total_frames: expected int, got 1.5"),
+        ("progress", "no", "experiment.progress: expected bool, got 'no'"),
+        ("num_envs", True, "experiment.num_envs: expected int | None, got True"),
+    ],
+)
+def test_python_api_checks_types(field, value, message):
+    """Python users do not go through hydra: the dataclass types are checked at the boundary."""
+    with pytest.raises(TypeError) as err:
+        ExperimentConfig(**{field: value}).validate()
+    assert str(err.value) == message
+    with pytest.raises(TypeError, match=r"model.actor_cells: expected list\[int\] \| None"):
+        Experiment(fake_task, "mappo", model={"actor_cells": ["big"]}, task_name="fake/x")
 
 
 def test_every_experiment_field_has_a_docstring():
@@ -44,10 +79,8 @@ def test_model_maps_onto_each_algorithm():
 
 
 def test_model_and_algorithm_config_reach_the_networks():
-    from marl.testing import MultiAgentFakeEnv
-
     exp = Experiment(
-        lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed),
+        fake_task,
         "ippo",
         model={"actor_cells": [7, 7]},
         task_name="fake/multiagent",
@@ -55,7 +88,7 @@ def test_model_and_algorithm_config_reach_the_networks():
     )
     assert exp.algorithm.config.actor_cells == (7, 7)
     assert exp.algorithm.config.lr == 1e-3
-    assert exp.describe()["algorithm_config"]["all"]["actor_cells"] == (7, 7)
+    assert exp.describe()["algorithm_config"]["actor_cells"] == (7, 7)
 
 
 def test_unknown_task_lists_the_catalogue():
@@ -68,19 +101,85 @@ def test_unknown_algorithm_lists_the_registry():
         Experiment("vmas/navigation", "mapo")
 
 
-def test_generated_conf_files_are_current():
-    stale = [
-        str(p.relative_to(CONF_DIR))
-        for p, text in expected_files().items()
-        if not p.exists() or p.read_text() != text
-    ]
-    assert not stale, f"run `python -m marl.experiment._conf`; stale: {stale}"
+@pytest.mark.parametrize(
+    "override,key,message",
+    [
+        ("algorithm.lr=abc", "algorithm.lr", "Value 'abc' of type 'str' could not be converted"),
+        ("experiment.total_frames=1.5", "experiment.total_frames", "could not be converted"),
+        ("seed=abc", "seed", "could not be converted to Integer"),
+        ("experiment.progress=maybe", "experiment.progress", "'maybe' is not a valid bool"),
+        ("model.actor_cells=[a,b]", "model.actor_cells", "could not be converted to Integer"),
+    ],
+)
+def test_hydra_checks_types_when_composing(override, key, message):
+    """``marl-run algorithm.lr=abc`` fails while the config is composed, before any env or
+    network exists, naming the key, the expected type and the value."""
+    with pytest.raises(ConfigCompositionException) as err:
+        composed(override)
+    cause = err.value.__cause__
+    assert isinstance(cause, ValidationError)
+    assert f"full_key: {key}" in str(cause) and message in str(cause)
 
 
-def test_algorithm_yaml_matches_its_dataclass():
+@pytest.mark.parametrize(
+    "override", ["experiment.total_framez=1", "algorithm.lrr=1", "model.cellz=[1]", "sed=1"]
+)
+def test_hydra_refuses_unknown_keys(override):
+    key = override.split("=")[0]
+    with pytest.raises(ConfigCompositionException) as err:
+        composed(override)
+    assert f"Key '{key.split('.')[-1]}' not in" in str(err.value.__cause__)
+    assert f"full_key: {key}" in str(err.value.__cause__)
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("+experiment.total_framez=1", "experiment: unknown field(s) ['total_framez']"),
+        ("+algorithm.lrr=1", "unknown mappo config field(s) ['lrr']"),
+    ],
+)
+def test_a_forced_unknown_key_is_refused_before_anything_is_built(override, message, monkeypatch):
+    """hydra's ``+`` adds a key even to a structured config; the run refuses it at once."""
+    from marl.experiment import cli
+
+    built = []
+    monkeypatch.setattr("marl.experiment.experiment.make_task", lambda *a, **k: built.append(1))
+    with pytest.raises(ValueError) as err:
+        cli.run_config(composed(override), overrides=[override])
+    assert message in str(err.value) and not built
+
+
+def test_defaults_come_from_the_dataclasses():
+    """One source of truth: the composed defaults are the dataclasses' defaults."""
+    cfg = composed()
+    assert OmegaConf.to_container(cfg.experiment) == dataclasses.asdict(ExperimentConfig())
+    assert OmegaConf.to_container(cfg.model) == dataclasses.asdict(ModelConfig())
     for name in list_algorithms():
-        data = yaml.safe_load((CONF_DIR / "algorithm" / f"{name}.yaml").read_text())
-        assert data.pop("name") == name
-        data = {k: tuple(v) if isinstance(v, list) else v for k, v in data.items()}
-        config = get_algorithm(name).make_config(data)  # every key is a valid field
-        assert dataclasses.asdict(config) == dataclasses.asdict(get_algorithm(name).config_cls())
+        node = OmegaConf.to_container(composed(f"algorithm={name}").algorithm)
+        assert node.pop("name") == name and node.pop("groups") == {}
+        config = get_algorithm(name).config_cls()
+        settable = {f.name for f in dataclasses.fields(config) if f.init}
+        expected = {k: v for k, v in dataclasses.asdict(config).items() if k in settable}
+        assert node == {k: list(v) if isinstance(v, tuple) else v for k, v in expected.items()}
+        node = {k: tuple(v) if isinstance(v, list) else v for k, v in node.items()}
+        assert get_algorithm(name).make_config(node) == config  # every key is a field
+
+
+@pytest.mark.parametrize(
+    "preset", ["experiment=debug", "experiment=gpu", "model=small", "model=large"]
+)
+def test_every_preset_composes_into_the_dataclass(preset):
+    group = preset.split("=")[0]
+    node = composed(preset)[group]
+    cls = ExperimentConfig if group == "experiment" else ModelConfig
+    assert OmegaConf.get_type(node) is cls  # typed: a bad key or value in the YAML fails
+    config = cls(**OmegaConf.to_container(node))
+    assert config.validate() is config
+
+
+def test_no_generated_yaml_is_left():
+    """The dataclasses are registered directly: no YAML copy of their defaults to go stale."""
+    assert not (CONF_DIR / "algorithm").exists()
+    assert sorted(p.name for p in (CONF_DIR / "experiment").iterdir()) == ["debug.yaml", "gpu.yaml"]
+    assert sorted(p.name for p in (CONF_DIR / "model").iterdir()) == ["large.yaml", "small.yaml"]

@@ -106,8 +106,11 @@ def test_resume_rejects_a_checkpoint_of_another_algorithm(tmp_path):
         evaluation=False,
         restore_file=str(tmp_path / "checkpoints" / "latest.pt"),
     )
-    with pytest.raises(ValueError, match="checkpoint is for algorithm 'mappo'"):
+    with pytest.raises(
+        ValueError, match="algorithm: the checkpoint's run has 'mappo', this run 'ippo'"
+    ):
         other.run()
+    assert not (tmp_path / "other").exists()  # refused before anything was written
 
 
 def test_one_algorithm_per_group(tmp_path):
@@ -119,7 +122,7 @@ def test_one_algorithm_per_group(tmp_path):
     )
     exp.run()
     table = load_results([tmp_path / "results.json"])
-    assert table.runs[0].algorithm == "picker=iql+walker=mappo"
+    assert table.runs[0].algorithm == "picker-iql_walker-mappo"  # as in marl-run's folder names
 
 
 def test_vmas_video_is_recorded(tmp_path):

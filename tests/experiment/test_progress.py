@@ -47,8 +47,43 @@ def test_status_lines_when_not_a_terminal(caplog):
     assert "frames/s" in lines[-1] and "ETA" in lines[-1] and "reward" in lines[-1]
 
 
-def test_disabled_shows_nothing(caplog):
+def test_no_bar_still_logs_status_lines(caplog):
+    """``experiment.progress=false`` turns off the bar only, as documented: on a terminal
+    the status lines take its place."""
     stream = Tty()
     with caplog.at_level(logging.INFO, logger="marl.experiment"):
-        train(ProgressCallback(enabled=False, stream=stream))
+        train(ProgressCallback(bar=False, stream=stream, log_interval_s=1e-9))
+    assert stream.getvalue() == ""
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 4 and lines[-1].startswith("frames 256/256 (100%)")
+
+
+def test_no_bar_and_no_interval_shows_nothing(caplog):
+    stream = Tty()
+    with caplog.at_level(logging.INFO, logger="marl.experiment"):
+        train(ProgressCallback(bar=False, log_interval_s=None, stream=stream))
     assert stream.getvalue() == "" and not caplog.records
+
+
+def test_experiment_progress_false_keeps_the_status_lines(tmp_path, caplog):
+    from marl.experiment import Experiment
+    from marl.testing import MultiAgentFakeEnv
+
+    exp = Experiment(
+        lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed),
+        "mappo",
+        task_name="fake/multiagent",
+        config=dict(
+            num_envs=4,
+            frames_per_batch=64,
+            total_frames=128,
+            evaluation=False,
+            render=False,
+            progress=False,
+            save_folder=str(tmp_path),
+        ),
+    )
+    with caplog.at_level(logging.INFO, logger="marl.experiment"):
+        exp.run()
+    lines = [r.getMessage() for r in caplog.records]
+    assert any(line.startswith("frames 128/128 (100%)") for line in lines), lines

@@ -1,0 +1,137 @@
+"""How a run ends: ``status.json``, interrupts, and folders that already hold a run.
+
+``status.json`` says where a run stands:
+
+- ``running``: started (or resumed) and not ended; also what a run killed with SIGKILL
+  leaves behind (nothing can write after SIGKILL: resume it);
+- ``complete``: trained to ``total_frames``;
+- ``failed``: an exception stopped it; ``error`` and ``traceback`` (its last lines) say which;
+- ``interrupted``: SIGINT or SIGTERM stopped it at the end of an iteration, after a
+  final checkpoint; ``signal`` says which.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+import traceback
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+__all__ = ["STATUSES", "InterruptGuard", "RunInterrupted", "held_run", "traceback_tail"]
+
+log = logging.getLogger("marl.experiment")
+
+STATUSES = ("running", "complete", "failed", "interrupted")
+
+# the files whose presence means that a folder holds a run (a fresh hydra run folder
+# already holds .hydra/ and marl-run.log, which do not count)
+RUN_FILES = ("status.json", "scalars.csv", "results.json")
+
+
+class RunInterrupted(KeyboardInterrupt):
+    """SIGINT or SIGTERM stopped a run (after its final checkpoint).
+
+    A ``KeyboardInterrupt``, so that ``except Exception`` blocks let it through as they
+    do Ctrl-C. ``marl-run`` exits with :attr:`exit_code` (130 for SIGINT, 143 for SIGTERM).
+
+    Examples:
+        >>> import signal
+        >>> err = RunInterrupted(signal.SIGTERM)
+        >>> str(err), err.exit_code
+        ('interrupted by SIGTERM', 143)
+    """
+
+    def __init__(self, signum: int) -> None:
+        self.signum = int(signum)
+        super().__init__(f"interrupted by {signal.Signals(self.signum).name}")
+
+    @property
+    def exit_code(self) -> int:
+        """``128 + signal number``, the shell's convention for a process ended by a signal."""
+        return 128 + self.signum
+
+
+class InterruptGuard:
+    """While active, the first SIGINT or SIGTERM only asks the run to stop; a second stops it now.
+
+    The run checks :attr:`signum` between iterations, so that its final checkpoint
+    holds a consistent state (never half an update). Handlers are installed only in
+    the main thread (Python's rule) and restored on exit.
+
+    Examples:
+        >>> import os, signal
+        >>> with InterruptGuard() as guard:
+        ...     os.kill(os.getpid(), signal.SIGTERM)
+        ...     guard.signum == signal.SIGTERM
+        True
+    """
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if self.signum is not None:
+            raise RunInterrupted(signum)
+        self.signum = signum
+        log.warning(
+            "%s received: stopping after this iteration with a checkpoint (send it again to "
+            "stop at once, without one)",
+            signal.Signals(signum).name,
+        )
+
+    def __enter__(self) -> InterruptGuard:
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                try:
+                    self._previous[sig] = signal.signal(sig, self._handle)
+                except (ValueError, OSError):  # e.g. an embedded interpreter
+                    continue
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+        self._previous.clear()
+
+
+def held_run(folder: Path) -> str | None:
+    """A description of the run that ``folder`` holds, or ``None`` when it holds none.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> held_run(folder) is None
+        True
+        >>> _ = (folder / "scalars.csv").write_text("frames,key,value\\n")
+        >>> held_run(folder)
+        'a run (scalars.csv)'
+    """
+    import json
+
+    found = [name for name in RUN_FILES if (folder / name).exists()]
+    checkpoints = folder / "checkpoints"
+    if checkpoints.is_dir() and any(checkpoints.glob("*.pt")):
+        found.append("checkpoints/")
+    if not found:
+        return None
+    try:
+        status = json.loads((folder / "status.json").read_text())
+        return (
+            f"a run of {status.get('algorithm')} on {status.get('task')} (seed "
+            f"{status.get('seed')}), status {status.get('status')!r} at "
+            f"{status.get('frames')}/{status.get('total_frames')} frames"
+        )
+    except (OSError, ValueError, AttributeError):
+        return f"a run ({', '.join(found)})"
+
+
+def traceback_tail(err: BaseException, lines: int = 12) -> str:
+    """The last ``lines`` lines of ``err``'s formatted traceback."""
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    return "\n".join(text.rstrip().splitlines()[-lines:])
