@@ -119,6 +119,10 @@ class ExperimentConfig:
     """Evaluate the mode of the policy (no exploration noise)."""
     render: bool = True
     """Record one evaluation episode per evaluation to ``videos/*.mp4`` where the env renders."""
+    check_actions: bool = False
+    """Check every action the envs receive (NaN/inf, non-integer, out-of-range or illegal
+    discrete actions raise ``InvalidActionError`` naming the key and the values). On in
+    ``experiment=debug``; off by default because it runs on every env step."""
 
     # --- logging -------------------------------------------------------------
     loggers: list[str] = field(default_factory=lambda: ["csv"])

@@ -313,13 +313,22 @@ class Experiment:
             leaves = env.observation_spec.keys(True, True)
             if not any((k[-1] if isinstance(k, tuple) else k) == "episode_reward" for k in leaves):
                 env = TransformedEnv(env, RewardSum())  # episode returns for the logs
+            if self.config.check_actions:
+                env.check_actions = True  # the documented switch of every env
             return env
         overrides = dict(self.task_overrides)
         family = self.task_name.split("/")[0]
         if render and family != "vmas":
             overrides["render_mode"] = "rgb_array"
             num_envs = None
-        return make_task(self.task, num_envs=num_envs, seed=seed, device=device, **overrides)
+        return make_task(
+            self.task,
+            num_envs=num_envs,
+            seed=seed,
+            device=device,
+            check_actions=self.config.check_actions,
+            **overrides,
+        )
 
     def describe(self) -> dict[str, Any]:
         """The resolved config as plain data (``config.yaml``, and every checkpoint).

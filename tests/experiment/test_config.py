@@ -3,6 +3,7 @@
 import dataclasses
 
 import pytest
+import torch
 from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
@@ -183,3 +184,22 @@ def test_no_generated_yaml_is_left():
     assert not (CONF_DIR / "algorithm").exists()
     assert sorted(p.name for p in (CONF_DIR / "experiment").iterdir()) == ["debug.yaml", "gpu.yaml"]
     assert sorted(p.name for p in (CONF_DIR / "model").iterdir()) == ["large.yaml", "small.yaml"]
+
+
+def test_debug_preset_checks_actions_in_every_env():
+    """``experiment=debug`` turns the envs' action checks on; the default leaves them off."""
+    from marl.envs import InvalidActionError
+    from marl.experiment import Experiment
+
+    assert composed("experiment=debug").experiment.check_actions is True
+    assert composed().experiment.check_actions is False
+    for task in ("vmas/navigation", fake_task):
+        checked = Experiment(task, "mappo", config={"check_actions": True}, task_name="fake/t")
+        env = checked.make_env(2, seed=0)
+        td = env.rand_action(env.reset())
+        key = next(k for k in env.action_keys if td[k].is_floating_point())
+        td[key] = torch.full_like(td[key], float("nan"))
+        with pytest.raises(InvalidActionError, match="NaN"):
+            env.step(td)
+        unchecked = Experiment(task, "mappo", task_name="fake/t").make_env(2, seed=0)
+        assert not unchecked.check_actions
