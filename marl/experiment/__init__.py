@@ -20,7 +20,7 @@ Examples:
 from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_checkpoint
 from marl.experiment.config import ExperimentConfig, ModelConfig
 from marl.experiment.curves import plot_curves
-from marl.experiment.experiment import Experiment
+from marl.experiment.experiment import Experiment, evaluation_num_envs
 from marl.experiment.lifecycle import RunInterrupted
 from marl.experiment.loggers import (
     CSVLogger,
@@ -46,6 +46,7 @@ __all__ = [
     "WandbLogger",
     "atomic_save",
     "check_logger",
+    "evaluation_num_envs",
     "load_checkpoint",
     "make_loggers",
     "plot_curves",

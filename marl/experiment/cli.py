@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["main", "run_config"]
+__all__ = ["compose_config", "main", "prepare_hydra", "run_config"]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 _ROOT_GROUPS = ("experiment", "algorithm", "model")
@@ -72,6 +72,38 @@ def _register_resolvers() -> None:
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)
+
+
+def prepare_hydra() -> None:
+    """Register marl's structured configs and resolvers with hydra (idempotent).
+
+    ``marl-run`` does this before hydra starts; call it before composing marl's
+    configs with hydra's compose API yourself.
+    """
+    from marl.experiment._conf import register_configs
+
+    register_configs()
+    _register_resolvers()
+
+
+def compose_config(overrides: Sequence[str] = ()) -> Any:
+    """The config ``marl-run <overrides>`` composes, without running anything.
+
+    Args:
+        overrides: hydra overrides, as on the command line.
+
+    Returns:
+        The composed ``DictConfig`` (types and keys checked by hydra).
+
+    Examples:
+        >>> compose_config(["algorithm=qmix", "seed=3"]).algorithm.name
+        'qmix'
+    """
+    from hydra import compose, initialize_config_dir
+
+    prepare_hydra()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
 
 
 # ------------------------------------------------------------------ overrides
@@ -367,11 +399,9 @@ def main() -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
-    from marl.experiment._conf import register_configs
     from marl.experiment.lifecycle import RunInterrupted
 
-    register_configs()
-    _register_resolvers()
+    prepare_hydra()
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> float:

@@ -75,12 +75,28 @@ from marl.experiment.resume import (
 )
 from marl.report.results import RunResults, atomic_write_json
 
-__all__ = ["Experiment", "TaskFactory"]
+__all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
 
 log = logging.getLogger("marl.experiment")
 
 TaskFactory = Callable[..., EnvBase]
 """``(num_envs=, seed=, device=) -> EnvBase``: a custom task instead of a catalogue name."""
+
+
+def evaluation_num_envs(task_name: str, episodes: int, catalogue: bool = True) -> int:
+    """How many envs a run's evaluation env has (it is seeded ``seed + 1``).
+
+    One env per episode for VMAS (vectorized on one device); at most 8 for the
+    families that step their envs one by one; 4 for a custom task factory.
+    ``marl-bench`` builds its baseline evaluations with the same rule.
+
+    Examples:
+        >>> evaluation_num_envs("vmas/navigation", 20), evaluation_num_envs("gymnasium/cartpole", 20)
+        (20, 8)
+    """
+    if task_name.startswith("vmas/"):
+        return episodes
+    return min(episodes, 8) if catalogue else 4
 
 
 def _seed_everything(seed: int) -> None:
@@ -438,9 +454,9 @@ class Experiment:
         self._envs.append(env)
         eval_env = None
         if c.evaluation:
-            eval_envs = c.evaluation_episodes if self.task_name.startswith("vmas/") else None
-            if eval_envs is None:
-                eval_envs = min(c.evaluation_episodes, 8) if isinstance(self.task, str) else 4
+            eval_envs = evaluation_num_envs(
+                self.task_name, c.evaluation_episodes, catalogue=isinstance(self.task, str)
+            )
             eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
         self.algorithm.build(env, seed=self.seed, device=c.train_device)

@@ -6,12 +6,10 @@ import json
 
 import pytest
 import yaml
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 
 from marl.experiment import Experiment
-from marl.experiment._conf import CONF_DIR, register_configs
-from marl.experiment.cli import _prepare_resume, _register_resolvers, run_config
+from marl.experiment.cli import _prepare_resume, compose_config, run_config
 
 SMALL = dict(
     num_envs=2,
@@ -26,10 +24,7 @@ SMALL = dict(
 
 
 def composed(*overrides):
-    register_configs()
-    _register_resolvers()
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 def run(*overrides, folder=None):

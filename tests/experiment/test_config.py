@@ -4,24 +4,20 @@ import dataclasses
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
 from hydra.errors import ConfigCompositionException
 from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from marl.algorithms import get_algorithm, list_algorithms
 from marl.experiment import Experiment, ExperimentConfig, ModelConfig
-from marl.experiment._conf import CONF_DIR, field_docs, register_configs
-from marl.experiment.cli import _register_resolvers
+from marl.experiment._conf import CONF_DIR, field_docs
+from marl.experiment.cli import compose_config
 from marl.testing import MultiAgentFakeEnv
 
 
 def composed(*overrides):
     """The config ``marl-run <overrides>`` composes (hydra's compose API, in process)."""
-    register_configs()
-    _register_resolvers()
-    with initialize_config_dir(str(CONF_DIR), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+    return compose_config(overrides)
 
 
 def fake_task(num_envs, seed, device):

@@ -48,17 +48,15 @@ Scores = dict[str, dict[str, list[float]]]
 
 
 def eval_num_envs(task: str, episodes: int) -> int:
-    """Envs of a run's evaluation env: one per episode for VMAS (vectorized on one
-    device), at most 8 for the families that step envs one by one.
-
-    Mirrors :meth:`marl.experiment.Experiment.run`; ``tests/bench/test_baselines.py``
-    checks that the two agree.
+    """Envs of a catalogue run's evaluation env: :func:`marl.experiment.evaluation_num_envs`.
 
     Examples:
         >>> eval_num_envs("vmas/navigation", 20), eval_num_envs("gymnasium/cartpole", 20)
         (20, 8)
     """
-    return episodes if task.startswith("vmas/") else min(episodes, 8)
+    from marl.experiment.experiment import evaluation_num_envs
+
+    return evaluation_num_envs(task, episodes)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -136,8 +134,9 @@ def evaluation_settings(runs: Iterable[Run]) -> dict[Run, EvalSettings | str | N
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from marl.experiment.cli import CONF_DIR
+    from marl.experiment.cli import CONF_DIR, prepare_hydra
 
+    prepare_hydra()  # marl's structured configs, as marl-run registers them
     out: dict[Run, EvalSettings | str | None] = {}
     composed: dict[tuple[str, ...], Any] = {}
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
