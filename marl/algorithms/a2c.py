@@ -21,7 +21,11 @@ class A2CConfig:
     """A2C hyperparameters (defaults tuned for the classic control tasks)."""
 
     lr: float = 1e-3
-    """Adam learning rate of the actor and the critic."""
+    """Adam learning rate of the actor (and of the critic unless ``critic_lr`` is set)."""
+    critic_lr: float | None = None
+    """Adam learning rate of the critic (``None``: ``lr``). At a small actor rate, a critic
+    that must fit returns of tens to hundreds lags behind and biases the advantages; the
+    CartPole learning tests use ``1e-2`` (see ``docs/basic/algorithms_and_tasks.md``)."""
     gamma: float = 0.99
     """Discount factor."""
     lmbda: float = 1.0
@@ -80,7 +84,9 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         gamma=c.gamma,
         lmbda=c.lmbda,
     )
-    return policy_gradient_learner(info, c, loss, actor=actor, critic=critic, algorithm="a2c")
+    return policy_gradient_learner(
+        info, c, loss, actor=actor, critic=critic, algorithm="a2c", critic_lr=c.critic_lr
+    )
 
 
 SPEC = AlgorithmSpec(

@@ -25,7 +25,11 @@ class PPOConfig:
     """PPO hyperparameters (defaults tuned for the classic control tasks)."""
 
     lr: float = 3e-4
-    """Adam learning rate of the actor and the critic."""
+    """Adam learning rate of the actor (and of the critic unless ``critic_lr`` is set)."""
+    critic_lr: float | None = None
+    """Adam learning rate of the critic (``None``: ``lr``). At a small actor rate, a critic
+    that must fit returns of tens to hundreds lags behind and biases the advantages; the
+    CartPole learning tests use ``1e-2`` (see ``docs/basic/algorithms_and_tasks.md``)."""
     gamma: float = 0.99
     """Discount factor."""
     lmbda: float = 0.95
@@ -66,8 +70,12 @@ def policy_gradient_learner(
     actor: nn.Module,
     critic: nn.Module,
     algorithm: str,
+    critic_lr: float | None = None,
 ) -> GroupLearner:
-    """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys."""
+    """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
+
+    The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
+    """
     loss.set_keys(
         **info.loss_keys(),
         sample_log_prob=info.key("action_log_prob"),
@@ -77,7 +85,10 @@ def policy_gradient_learner(
         truncated=info.done_key("truncated"),
     )
     optimizer = make_optimizer(
-        {"actor": (actor.parameters(), config.lr), "critic": (critic.parameters(), config.lr)}
+        {
+            "actor": (actor.parameters(), config.lr),
+            "critic": (critic.parameters(), config.lr if critic_lr is None else critic_lr),
+        }
     )
     return GroupLearner(
         info,
@@ -135,7 +146,9 @@ def build_ppo(
         gamma=c.gamma,
         lmbda=c.lmbda,
     )
-    return policy_gradient_learner(info, c, loss, actor=actor, critic=critic, algorithm="ppo")
+    return policy_gradient_learner(
+        info, c, loss, actor=actor, critic=critic, algorithm="ppo", critic_lr=c.critic_lr
+    )
 
 
 SPEC = AlgorithmSpec(

@@ -300,6 +300,15 @@ def test_config_instances_are_accepted():
     assert algo.learners["root"].loss.clip_epsilon == 0.1
 
 
+def test_a2c_critic_lr_sets_the_critic_rate_only():
+    def rates(config):
+        learner = Algorithm("a2c", config=config).build(_single(True)).learners["root"]
+        return {group["name"]: group["lr"] for group in learner.optimizer.param_groups}
+
+    assert rates({"lr": 1e-3}) == {"actor": 1e-3, "critic": 1e-3}  # None: the shared lr
+    assert rates({"lr": 1e-3, "critic_lr": 1e-2}) == {"actor": 1e-3, "critic": 1e-2}
+
+
 def _fake_cartpole():
     return TransformedEnv(SingleAgentFakeEnv(num_envs=2, discrete=True, seed=0), RewardSum())
 

@@ -39,7 +39,7 @@ def test_default_task_and_algorithm(tmp_path):
     )
     for name in ("config.yaml", "scalars.csv", "results.json", "curves.png", ".hydra/config.yaml"):
         assert (tmp_path / name).exists(), name
-    assert "frames 800/800" in proc.stdout + proc.stderr + (tmp_path / "marl-run.log").read_text()
+    assert "frames 1000/1000" in proc.stdout + proc.stderr + (tmp_path / "marl-run.log").read_text()
 
 
 def test_algorithm_task_seed_and_hyperparameters(tmp_path):
@@ -57,7 +57,7 @@ def test_algorithm_task_seed_and_hyperparameters(tmp_path):
         "qmix",
         "pettingzoo/simple_spread",
         3,
-        800,
+        1000,
     )
     import yaml
 
