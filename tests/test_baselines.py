@@ -39,3 +39,14 @@ def test_compare_uses_the_same_episodes_for_each_policy():
     assert same_as_noop.margin <= 0
     assert set(same_as_noop.group_returns["trained"]) == {"walker", "picker"}
     assert "random" in str(same_as_noop) and "no-op" in str(same_as_noop)
+
+
+def test_random_score_does_not_depend_on_what_ran_before():
+    from marl.testing import baseline_returns
+
+    make = lambda: MultiAgentFakeEnv(num_envs=4, seed=0)  # noqa: E731  (actions: global RNG)
+    first = baseline_returns(make, episodes=8)["random"]
+    torch.rand(1000)  # the caller's stream moves on
+    state = torch.get_rng_state()
+    assert baseline_returns(make, episodes=8)["random"] == first
+    assert torch.equal(torch.get_rng_state(), state)  # and is left as it was

@@ -140,7 +140,7 @@ def _mean(values: list[float]) -> float:
 
 
 def baseline_returns(
-    make_env: Callable[[], EnvBase], episodes: int = 20, max_steps: int = 100_000
+    make_env: Callable[[], EnvBase], episodes: int = 20, max_steps: int = 100_000, seed: int = 0
 ) -> dict[str, float]:
     """Mean returns of the random and the no-op policy, each on a fresh ``make_env()``.
 
@@ -149,6 +149,8 @@ def baseline_returns(
             a fixed seed to give both policies the same episodes.
         episodes: episodes per policy.
         max_steps: safety cap on env steps.
+        seed: seeds torch's global generator for each evaluation (restored after), so
+            the random policy's score repeats.
 
     Returns:
         ``{"random": ..., "noop": ...}``.
@@ -161,27 +163,34 @@ def baseline_returns(
     """
     return {
         name: _mean(result.returns)
-        for name, result in _run_baselines(make_env, episodes, max_steps).items()
+        for name, result in _run_baselines(make_env, episodes, max_steps, seed).items()
     }
 
 
-def _run_baselines(make_env: Callable[[], EnvBase], episodes: int, max_steps: int) -> dict:
+def _run_baselines(
+    make_env: Callable[[], EnvBase], episodes: int, max_steps: int, seed: int
+) -> dict:
     out = {}
     for name, factory in (("random", random_policy), ("noop", NoopPolicy)):
-        out[name] = _evaluate(make_env, factory, episodes, max_steps)
+        out[name] = _evaluate(make_env, factory, episodes, max_steps, seed)
     return out
 
 
-def _evaluate(make_env, policy_factory, episodes: int, max_steps: int):
+def _evaluate(make_env, policy_factory, episodes: int, max_steps: int, seed: int):
     # marl.algorithms holds the evaluation loop; imported here so that importing the
     # fake envs stays light
     from marl.algorithms.trainer import evaluate_episodes
 
-    env = make_env()
-    try:
-        return evaluate_episodes(env, policy_factory(env), episodes, max_steps)
-    finally:
-        env.close()
+    # the random policy (and any sampling env) draws from torch's global generator: seed
+    # it here, without disturbing the caller's stream, so that a score does not depend
+    # on what ran before
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        env = make_env()
+        try:
+            return evaluate_episodes(env, policy_factory(env), episodes, max_steps)
+        finally:
+            env.close()
 
 
 def compare_with_baselines(
@@ -189,6 +198,7 @@ def compare_with_baselines(
     policy: Policy,
     episodes: int = 20,
     max_steps: int = 100_000,
+    seed: int = 0,
 ) -> BaselineComparison:
     """Evaluate ``policy``, the random and the no-op policy on the same episodes.
 
@@ -201,6 +211,8 @@ def compare_with_baselines(
         policy: the trained policy (e.g. ``algorithm.eval_policy()``).
         episodes: episodes per policy.
         max_steps: safety cap on env steps.
+        seed: seeds torch's global generator for each evaluation (restored after), so
+            that sampling (the random policy's, a stochastic env's) repeats.
 
     Returns:
         The three mean returns (and per-group ones).
@@ -212,8 +224,8 @@ def compare_with_baselines(
         >>> result.trained == result.noop
         True
     """
-    results = {"trained": _evaluate(make_env, lambda env: policy, episodes, max_steps)}
-    results.update(_run_baselines(make_env, episodes, max_steps))
+    results = {"trained": _evaluate(make_env, lambda env: policy, episodes, max_steps, seed)}
+    results.update(_run_baselines(make_env, episodes, max_steps, seed))
     groups = {
         name: {g: _mean(v) for g, v in result.group_returns.items()}
         for name, result in results.items()
