@@ -1,9 +1,10 @@
 """PPO: clipped proximal policy optimization (Schulman et al., 2017).
 
 Roles: :class:`PPOConfig` (hyperparameters), :func:`build_ppo` (policy, critic,
-``PPOLoss`` with GAE, one Adam, an on-policy buffer). :func:`policy_gradient_learner`
+``PPOLoss`` with GAE, one Adam, the on-policy updater). :func:`policy_gradient_learner`
 is the assembly shared with A2C and the MARL PPO variants, which pass their own
-critic (e.g. a centralized one).
+critic (e.g. a centralized one). The update itself, step by step, is
+:class:`marl.algorithms._learners.OnPolicyUpdater`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from marl.algorithms._learners import OnPolicyUpdater, make_optimizer, on_policy_buffer
+from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.objectives import PPOLoss
@@ -67,7 +68,11 @@ def policy_gradient_learner(
     critic: nn.Module,
     algorithm: str,
 ) -> GroupLearner:
-    """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys."""
+    """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
+
+    The loss is pointed at the group's entries here (its agent mask included, when the
+    group has one), then trained by an :class:`~marl.algorithms._learners.OnPolicyUpdater`.
+    """
     loss.set_keys(
         **info.loss_keys(),
         sample_log_prob=info.key("action_log_prob"),
@@ -79,19 +84,21 @@ def policy_gradient_learner(
     optimizer = make_optimizer(
         {"actor": (actor.parameters(), config.lr), "critic": (critic.parameters(), config.lr)}
     )
+    updater = OnPolicyUpdater(
+        loss=loss,
+        optimizer=optimizer,
+        epochs=config.epochs,
+        minibatch_size=config.minibatch_size,
+        max_grad_norm=config.max_grad_norm,
+    )
     return GroupLearner(
         info,
+        algorithm=algorithm,
         policy=actor,
         loss=loss,
         optimizer=optimizer,
-        buffer=on_policy_buffer(config.minibatch_size, config.minibatch_size),
-        updater=OnPolicyUpdater(
-            epochs=config.epochs,
-            minibatch_size=config.minibatch_size,
-            max_grad_norm=config.max_grad_norm,
-        ),
+        updater=updater,
         config=config,
-        algorithm=algorithm,
     )
 
 
@@ -100,6 +107,7 @@ def build_ppo(
     config: PPOConfig,
     *,
     critic: nn.Module | None = None,
+    algorithm: str = "ppo",
 ) -> GroupLearner:
     """Build a PPO learner for one group.
 
@@ -108,6 +116,7 @@ def build_ppo(
         config: hyperparameters.
         critic: a value module writing the group's ``state_value`` (default: a
             per-agent MLP critic); MAPPO passes a centralized one.
+        algorithm: the name the learner is built under (``"mappo"``, ``"ippo"``...).
 
     Returns:
         The group's learner.
@@ -135,7 +144,7 @@ def build_ppo(
         gamma=c.gamma,
         lmbda=c.lmbda,
     )
-    return policy_gradient_learner(info, c, loss, actor=actor, critic=critic, algorithm="ppo")
+    return policy_gradient_learner(info, c, loss, actor=actor, critic=critic, algorithm=algorithm)
 
 
 SPEC = AlgorithmSpec(

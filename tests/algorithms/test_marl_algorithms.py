@@ -9,7 +9,6 @@ import torch
 from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.algorithms import Algorithm, Trainer, get_algorithm, group_infos
-from marl.algorithms._learners import apply_agent_mask
 from marl.algorithms.vdn import MaskedAgentValues
 from marl.envs import RewardSum, TransformedEnv
 from marl.specs import Unbounded
@@ -246,13 +245,12 @@ def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     assert group_infos(env)[group].has_agent_mask
     if name in ("vdn", "qmix"):  # the loss is on Q_tot: masked agents' Qs are zeroed instead
         assert isinstance(learner.loss.local_value_network, MaskedAgentValues)
-    else:
-        assert learner.agent_mask_key == (group, "mask")
+    else:  # the loss masks its own per-agent terms
+        assert learner.loss.tensor_keys.agent_mask == (group, "mask")
     batch = _batch(algo, env).reshape(-1)
     batch[group, "mask"][:, 0] = False  # agent 0 never acts
     batch["next", group, "mask"][:, 0] = False
-    td = apply_agent_mask(learner, batch.clone())
-    out = learner.loss(td)
+    out = learner.loss(batch.clone())
     learner.optimizer.zero_grad()
     sum(v for k, v in out.items() if k.startswith("loss_") and v.requires_grad).backward()
     bad = _zero_agent_grads(learner, 0)
@@ -265,20 +263,30 @@ def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     )
 
 
-def test_masked_advantage_normalization_ignores_masked_agents():
+@pytest.mark.parametrize("name", ["ippo", "mappo"])
+def test_masked_advantage_normalization_ignores_masked_agents(name):
     env = _multi(8, MaskedFakeEnv)
-    algo = Algorithm("ippo", config=small("ippo")).build(env, seed=0)
-    learner = algo.learners["walker"]
-    assert learner.loss.normalize_advantage is False  # done by apply_agent_mask instead
+    algo = Algorithm(name, config=small(name)).build(env, seed=0)
+    loss = algo.learners["walker"].loss
+    assert loss.normalize_advantage and loss.tensor_keys.agent_mask == ("walker", "mask")
     batch = _batch(algo, env).reshape(-1)
     mask = batch["walker", "mask"]
-    batch["walker", "advantage"][~mask] = 1e6  # garbage where masked
-    td = apply_agent_mask(learner, batch.clone())
-    adv = td["walker", "advantage"][mask]
-    assert adv.abs().max() < 100
-    assert adv.mean().abs() < 1e-4 and (adv.std() - 1).abs() < 1e-3
-    assert (td["walker", "advantage"][~mask] == 0).all()
-    weight = td["walker", "loss_weight"]
+    assert mask.any() and not mask.all()
+
+    def objective(adv_masked: float, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        td = batch.clone()
+        adv = td["walker", "advantage"]
+        adv[mask] = adv[mask] * scale + shift
+        adv[~mask] = adv_masked  # garbage where masked (a dead agent's advantage)
+        return loss(td)["loss_objective"].detach()
+
+    reference = objective(0.0)
+    # masked agents count neither in the standardization nor in the objective
+    assert torch.allclose(objective(1e6), reference) and torch.allclose(objective(-1e6), reference)
+    # standardized: an affine change of the unmasked advantages changes nothing
+    assert torch.allclose(objective(1e6, scale=3.0, shift=5.0), reference, atol=1e-6)
+    # the loss weights: 0 for masked agents, mean 1
+    weight = loss.loss_weight(batch)
     assert (weight[~mask] == 0).all() and torch.isclose(weight.mean(), torch.tensor(1.0))
 
 
@@ -347,14 +355,13 @@ def test_agent_mask_weight_combines_with_priority_weights():
     env = _multi(8, MaskedFakeEnv)
     algo = Algorithm({"walker": "isac", "picker": "iql"}, config={"walker": small("isac")})
     algo.build(env, seed=0)
-    learner = algo.learners["walker"]
-    assert learner.loss.tensor_keys.priority_weight == ("walker", "loss_weight")
+    loss = algo.learners["walker"].loss
+    assert loss.tensor_keys.agent_mask == ("walker", "mask")
     batch = _batch(algo, env).reshape(-1)
     batch["priority_weight"] = torch.linspace(0.5, 1.5, batch.numel())
-    td = apply_agent_mask(learner, batch.clone())
     mask = batch["walker", "mask"].float()
     expected = mask / mask.mean() * batch["priority_weight"][:, None]
-    assert torch.allclose(td["walker", "loss_weight"], expected)
+    assert torch.allclose(loss.loss_weight(batch), expected)
 
 
 @pytest.mark.parametrize("name", ["mappo", "qmix"])
