@@ -11,6 +11,7 @@ from tensordict.nn import InteractionType, set_interaction_type
 from marl.algorithms import Algorithm, Trainer, get_algorithm, group_infos
 from marl.algorithms.vdn import MaskedAgentValues
 from marl.envs import RewardSum, TransformedEnv
+from marl.modules import MLP, MultiAgentMLP
 from marl.specs import Unbounded
 from marl.testing import MultiAgentFakeEnv
 
@@ -151,6 +152,50 @@ def test_centralized_critic_reads_state_or_group():
     assert algo.learners["walker"].loss.critic.in_keys == [("walker", "observation")]
     ippo = Algorithm("ippo", config=small("ippo")).build(env, seed=0)
     assert ippo.learners["walker"].loss.critic.in_keys == [("walker", "observation")]
+
+
+def _net_inputs(critic) -> list[tuple[int, ...]]:
+    """Record the input shapes of the MLP inside a centralized critic."""
+    shapes = []
+    critic.module.net.register_forward_pre_hook(lambda _, a: shapes.append(tuple(a[0].shape)))
+    return shapes
+
+
+@pytest.mark.parametrize("use_state", [True, False])
+@pytest.mark.parametrize("name", ["mappo", "maddpg", "masac"])
+def test_shared_centralized_critic_runs_its_mlp_once_not_once_per_agent(name, use_state):
+    env = _multi()
+    cfg = {"walker": small(name, use_state=use_state)}
+    algo = Algorithm({"walker": name, "picker": "ippo"}, config=cfg).build(env, seed=0)
+    loss = algo.learners["walker"].loss
+    critic = {"mappo": "critic", "maddpg": "value_network"}.get(name)
+    critic = getattr(loss, critic) if critic else loss.qvalue_networks[0]
+    assert isinstance(critic.module.net, MLP)
+    shapes = _net_inputs(critic)
+    td = algo.policy(env.reset())
+    out = critic(td.clone())[critic.out_keys[0]]
+    # the MLP saw [B, F] rows, one per env, not [B, n_agents, F]
+    assert len(shapes) == 1 and len(shapes[0]) == 2 and shapes[0][0] == 4, shapes
+    assert out.shape == (4, 2, 1)
+    assert (out == out[:, :1]).all()  # shared parameters, same input: one value per env
+    # the same values as the old way: the MLP on the input expanded to every agent
+    central = critic.module
+    xs = [td.get(k) for k in critic.in_keys]
+    parts = [
+        x.reshape(*x.shape[: x.ndim - nd], -1).float() for x, nd in zip(xs, central.flat_ndims)
+    ]
+    h = torch.cat(parts, -1)
+    old = central.net(h.unsqueeze(-2).expand(4, 2, h.shape[-1]))
+    torch.testing.assert_close(out, old)
+
+
+def test_per_agent_centralized_critic_keeps_one_mlp_per_agent():
+    env = _multi()
+    cfg = small("mappo", share_critic_params=False)
+    critic = Algorithm("mappo", config=cfg).build(env, seed=0).learners["walker"].loss.critic
+    assert isinstance(critic.module.net, MultiAgentMLP) and not critic.module.net.share_params
+    out = critic(env.reset())["walker", "state_value"]
+    assert out.shape == (4, 2, 1) and not torch.allclose(out[:, 0], out[:, 1])
 
 
 @pytest.mark.parametrize("name", ["mappo", "maddpg", "masac"])
