@@ -164,6 +164,18 @@ class _PolicyGradientLoss(LossModule):
         log_prob = dist.log_prob(td.get(self.tensor_keys.action))
         return match_log_prob(log_prob, like), dist
 
+    def _entropy_terms(
+        self, dist: D.Distribution, weight: torch.Tensor | None, out: dict[str, torch.Tensor]
+    ) -> None:
+        """``entropy`` (a diagnostic) and, with ``entropy_coef``, the ``loss_entropy`` bonus."""
+        if self.entropy_coef:
+            ent = entropy(dist)
+            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
+            out["entropy"] = ent.mean().detach()
+        else:  # only logged: no graph for it
+            with torch.no_grad():
+                out["entropy"] = entropy(dist).mean()
+
     def _critic_terms(
         self, td: TensorDictBase, out: dict[str, torch.Tensor], weight: torch.Tensor | None
     ) -> None:
@@ -264,10 +276,7 @@ class PPOLoss(_PolicyGradientLoss):
         eps = self.clip_epsilon
         surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
         out = {"loss_objective": -self._weighted_mean(surrogate, weight)}
-        ent = entropy(dist)
-        out["entropy"] = ent.mean().detach()
-        if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
+        self._entropy_terms(dist, weight, out)
         with torch.no_grad():
             out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
             out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
@@ -335,9 +344,6 @@ class A2CLoss(_PolicyGradientLoss):
         adv = self._advantage(tensordict, mask)
         log_prob, dist = self._log_prob(tensordict, adv)
         out = {"loss_objective": -self._weighted_mean(adv.detach() * log_prob, weight)}
-        ent = entropy(dist)
-        out["entropy"] = ent.mean().detach()
-        if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
+        self._entropy_terms(dist, weight, out)
         self._critic_terms(tensordict, out, weight)
         return TensorDict(out)

@@ -8,7 +8,7 @@ from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from marl.algorithms import Algorithm, GroupLearner, Trainer, list_algorithms
-from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
+from marl.algorithms._learners import OnPolicyUpdater, clip_grad_norm_per_group_, make_optimizer
 from marl.algorithms.contracts import Learner, Loss, TargetUpdater, Updater
 from marl.collectors import Collector
 from marl.objectives import GAE, HardUpdate
@@ -193,3 +193,22 @@ def test_on_policy_epochs_are_one_shuffle_sliced_into_views():
         assert all(mb["x"].untyped_storage().data_ptr() == base for mb in minibatches)
     first, second = (torch.cat([mb["x"] for mb in loss.seen[e * 6 : e * 6 + 6]]) for e in (0, 1))
     assert not torch.equal(first, second)  # a new order every epoch
+
+
+def test_per_group_clipping_is_torchs_clip_grad_norm_on_each_group():
+    torch.manual_seed(0)
+    shapes = [[(5, 3), (3,), (7, 2)], [(4,), (2, 2)]]
+    grads = [[torch.randn(s) * 3 for s in group] for group in shapes]
+    mine = [[nn.Parameter(torch.zeros(g.shape)) for g in group] for group in grads]
+    ref = [[nn.Parameter(torch.zeros(g.shape)) for g in group] for group in grads]
+    for params in (mine, ref):
+        for group, gs in zip(params, grads):
+            for p, g in zip(group, gs):
+                p.grad = g.clone()
+    clip_grad_norm_per_group_([{"params": group} for group in mine], 0.5)
+    for group in ref:
+        torch.nn.utils.clip_grad_norm_(group, 0.5, foreach=True)
+    for a, b in zip([p for g in mine for p in g], [p for g in ref for p in g]):
+        assert torch.equal(a.grad, b.grad)
+    norms = [torch.linalg.vector_norm(torch.stack([p.grad.norm() for p in g])) for g in mine]
+    assert all(n == pytest.approx(0.5, rel=1e-5) for n in norms)  # both groups were clipped
