@@ -25,10 +25,12 @@ venv for it first)::
     python benchmarks/bench_learner_vs_commit.py --base /work/base-2ae8056 --rounds 3
     python benchmarks/bench_learner_vs_commit.py --base /work/base-2ae8056 --cases update256,masac
 
-Prints, per case, every round's figures and the medians with the ratio
-(base time / new time: > 1 means this checkout is faster; frames/s: new / base),
-wall-clock and process CPU time (less sensitive to other processes on a shared
-machine), and ``uptime``'s load before and after.
+Prints, per case, every round's figures and a summary: medians over the rounds, the
+speedup of the medians and the median of the per-round speedups (base time / new
+time, frames/s new / base: > 1 means this checkout is faster), in wall-clock and in
+process CPU time (less sensitive to other processes on a shared machine), with the
+load average after each child. ``update64``'s ``marl_over_bare_*`` is the median of
+the per-repeat ratio of marl's minibatch update to the hand-written one.
 """
 
 from __future__ import annotations
@@ -72,12 +74,19 @@ def _mappo(cells: int | None, **config):
     return algo, batch
 
 
-def child_update(cells: int | None, repeats: int) -> dict:
-    """Per-minibatch time of ``algorithm.update`` (1 epoch, 15 minibatches of 400)."""
+def child_update(cells: int | None, repeats: int, bare: bool = False) -> dict:
+    """Per-minibatch time of ``algorithm.update`` (1 epoch, 15 minibatches of 400).
+
+    With ``bare``, each repeat also runs the hand-written loop (:func:`bare_update`) on
+    the same shapes, alternating which goes first, and the medians of both and of
+    their per-repeat ratio are returned (the pair shares the machine's load).
+    """
     algo, batch = _mappo(cells, epochs=1, minibatch_size=400)
     minibatches = batch.numel() // 400
-    rows = {"process_ms": [], "process_cpu_ms": [], "minibatch_ms": [], "minibatch_cpu_ms": []}
-    for i in range(repeats + 1):  # the first is a warm-up
+    bare_step = bare_update(algo, batch, cells or 64) if bare else None
+    rows: dict[str, list[float]] = {}
+
+    def marl() -> None:
         td = batch.clone()
         start = _clock()
         td = algo.process_batch(td)
@@ -86,14 +95,30 @@ def child_update(cells: int | None, repeats: int) -> dict:
         algo.update(td)
         update = _since(start)
         if i:
-            rows["process_ms"].append(process[0] * 1e3)
-            rows["process_cpu_ms"].append(process[1] * 1e3)
-            rows["minibatch_ms"].append(update[0] * 1e3 / minibatches)
-            rows["minibatch_cpu_ms"].append(update[1] * 1e3 / minibatches)
-    return {k: statistics.median(v) for k, v in rows.items()}
+            rows.setdefault("process_ms", []).append(process[0] * 1e3)
+            rows.setdefault("process_cpu_ms", []).append(process[1] * 1e3)
+            rows.setdefault("minibatch_ms", []).append(update[0] * 1e3 / minibatches)
+            rows.setdefault("minibatch_cpu_ms", []).append(update[1] * 1e3 / minibatches)
+
+    def hand_written() -> None:
+        wall, cpu = bare_step()
+        if i:
+            rows.setdefault("bare_minibatch_ms", []).append(wall)
+            rows.setdefault("bare_minibatch_cpu_ms", []).append(cpu)
+
+    for i in range(repeats + 1):  # the first is a warm-up
+        for run in (marl, hand_written) if i % 2 else (hand_written, marl):
+            if run is marl or bare_step is not None:
+                run()
+    out = {k: statistics.median(v) for k, v in rows.items()}
+    if bare_step is not None:
+        for unit in ("ms", "cpu_ms"):
+            pairs = zip(rows[f"minibatch_{unit}"], rows[f"bare_minibatch_{unit}"])
+            out[f"marl_over_bare_{unit}"] = statistics.median(m / b for m, b in pairs)
+    return out
 
 
-def child_bare(cells: int, repeats: int) -> dict:
+def bare_update(algo, batch, cells: int):
     """The MAPPO minibatch update hand-written in torch, on pre-gathered tensors.
 
     The same math as ``PPOLoss`` with the default MAPPO settings: the tanh MLP actor,
@@ -102,6 +127,9 @@ def child_bare(cells: int, repeats: int) -> dict:
     diagnostic), the critic (one MLP on the flattened group observation, expanded to
     the agents) and its l2 loss, clip fraction, KL and explained variance; backward,
     per-role gradient clipping and a fused Adam step.
+
+    Returns:
+        A function running one epoch of it, returning ``(wall ms, cpu ms)`` per minibatch.
     """
     import math
 
@@ -109,8 +137,7 @@ def child_bare(cells: int, repeats: int) -> dict:
     import torch.nn.functional as F
     from torch import nn
 
-    algo, batch = _mappo(cells, epochs=1, minibatch_size=400)
-    batch = algo.process_batch(batch).reshape(-1)
+    batch = algo.process_batch(batch.clone()).reshape(-1)
     perm = torch.randperm(batch.numel())
     obs = batch["agent", "observation"][perm]
     action = batch["agent", "action"][perm]
@@ -170,18 +197,15 @@ def child_bare(cells: int, repeats: int) -> dict:
         torch.stack([loss.detach(), entropy, clip_fraction, kl, explained]).tolist()
 
     minibatches = [slice(i, i + 400) for i in range(0, obs.shape[0] - 399, 400)]
-    samples = []
-    for i in range(repeats + 1):
+
+    def epoch() -> tuple[float, float]:
         start = _clock()
         for mb in minibatches:
             step(mb)
         wall, cpu = _since(start)
-        if i:
-            samples.append((wall * 1e3 / len(minibatches), cpu * 1e3 / len(minibatches)))
-    return {
-        "minibatch_ms": statistics.median(s[0] for s in samples),
-        "minibatch_cpu_ms": statistics.median(s[1] for s in samples),
-    }
+        return wall * 1e3 / len(minibatches), cpu * 1e3 / len(minibatches)
+
+    return epoch
 
 
 def child_e2e(cells: int | None, frames: int) -> dict:
@@ -244,11 +268,7 @@ def child(case: str, repeats: int, frames: int, bare: bool) -> dict:
 
     torch.set_num_threads(1)
     if case in ("update256", "update64"):
-        cells = 256 if case == "update256" else None
-        out = child_update(cells, repeats)
-        if bare:
-            out.update({f"bare_{k}": v for k, v in child_bare(cells or 64, repeats).items()})
-        return out
+        return child_update(256 if case == "update256" else None, repeats, bare)
     if case in ("e2e256", "e2e64"):
         return child_e2e(256 if case == "e2e256" else None, frames)
     return child_off_policy(case, repeats)
@@ -263,8 +283,8 @@ def run(quick: bool = False) -> list[dict]:
     repeats = 2 if quick else 5
     rows = []
     for cells in (64, 256):
-        marl = child_update(cells, repeats)["minibatch_ms"]
-        bare = child_bare(cells, repeats)["minibatch_ms"]
+        out = child_update(cells, repeats, bare=True)
+        marl, bare = out["minibatch_ms"], out["bare_minibatch_ms"]
         rows.append(
             {
                 "name": f"MAPPO minibatch update, navigation shapes ({cells}x{cells})",
@@ -297,7 +317,27 @@ def _run(root: Path, case: str, args: argparse.Namespace, bare: bool) -> dict:
 
 
 def _load() -> str:
-    return Path("/proc/loadavg").read_text().split(" ")[:3].__str__()
+    return " ".join(Path("/proc/loadavg").read_text().split(" ")[:3])
+
+
+def _summarize(key: str, rows: dict[str, list[dict]]) -> dict[str, float]:
+    """Medians over the rounds; for speeds, the speedup of the medians and the median
+    of the per-round speedups (each round's pair ran back to back)."""
+    new = [x[key] for x in rows["new"] if x.get(key) is not None]
+    base = [x[key] for x in rows["base"] if x.get(key) is not None]
+    out = {"new": statistics.median(new)} if new else {}
+    if not base:
+        return out
+    out["base"] = statistics.median(base)
+    if key.endswith("_ms") or key.startswith("fps"):
+
+        def speedup(n: float, b: float) -> float:
+            return n / b if key.startswith("fps") else b / n
+
+        out["speedup"] = speedup(out["new"], out["base"])
+        pairs = [(n[key], b[key]) for n, b in zip(rows["new"], rows["base"])]
+        out["paired_speedup"] = statistics.median(speedup(n, b) for n, b in pairs)
+    return out
 
 
 def main() -> None:
@@ -326,16 +366,7 @@ def main() -> None:
                 result = _run(root, case, args, bare=side == "new")
                 rows[side].append(result)
                 print(f"{case} round {r} {side}: {json.dumps(result)} load {_load()}", flush=True)
-        summary = {}
-        for key in rows["new"][0]:
-            new = statistics.median(x[key] for x in rows["new"] if x[key] is not None)
-            base_values = [x[key] for x in rows["base"] if key in x and x[key] is not None]
-            base = statistics.median(base_values) if base_values else None
-            if base is None:
-                summary[key] = {"new": new}
-                continue
-            faster = base / new if "fps" not in key else new / base
-            summary[key] = {"new": new, "base": base, "speedup": faster}
+        summary = {key: _summarize(key, rows) for key in rows["new"][0]}
         print(f"SUMMARY {case}: {json.dumps(summary)}", flush=True)
     print(f"load after: {_load()}", flush=True)
 

@@ -83,6 +83,16 @@ class GroupLearner(nn.Module):
         ValueError: when the updater trains another loss or optimizer than the learner's.
     """
 
+    info: GroupInfo
+    algorithm: str
+    policy: TensorDictModuleBase
+    loss: Loss
+    optimizer: torch.optim.Optimizer
+    updater: Updater
+    exploration: nn.ModuleList
+    target_updater: TargetUpdater | None
+    config: object
+
     def __init__(
         self,
         info: GroupInfo,
