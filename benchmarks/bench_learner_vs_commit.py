@@ -299,13 +299,21 @@ def run(quick: bool = False) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------- parent
-def _python(root: Path) -> str:
+def _python(root: Path, here: Path) -> str:
+    """The checkout's own venv; this Python for this checkout."""
     venv = root / ".venv" / "bin" / "python"
-    return str(venv) if venv.exists() else sys.executable
+    if venv.exists():
+        return str(venv)
+    if root == here:
+        return sys.executable
+    raise SystemExit(
+        f"{root} has no .venv/bin/python: give the other checkout a venv with its marl "
+        "installed (pip install -e .), or the comparison would run this checkout twice"
+    )
 
 
-def _run(root: Path, case: str, args: argparse.Namespace, bare: bool) -> dict:
-    cmd = [_python(root), str(Path(__file__).resolve()), "--child", case]
+def _run(root: Path, here: Path, case: str, args: argparse.Namespace, bare: bool) -> dict:
+    cmd = [_python(root, here), str(Path(__file__).resolve()), "--child", case]
     cmd += ["--repeats", str(args.repeats), "--frames", str(args.frames)]
     if bare:
         cmd.append("--bare")
@@ -313,7 +321,11 @@ def _run(root: Path, case: str, args: argparse.Namespace, bare: bool) -> dict:
     out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise RuntimeError(f"{case} in {root} failed:\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    marl_root = Path(result.pop("marl")).resolve()
+    if marl_root != root.resolve():
+        raise SystemExit(f"the child for {root} imported marl from {marl_root}, not from {root}")
+    return result
 
 
 def _load() -> str:
@@ -351,19 +363,24 @@ def main() -> None:
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        print(json.dumps(child(args.child, args.repeats, args.frames, args.bare)))
+        import marl
+
+        out = child(args.child, args.repeats, args.frames, args.bare)
+        out["marl"] = str(Path(marl.__file__).resolve().parents[1])  # which checkout ran
+        print(json.dumps(out))
         return
     if args.base is None:
         parser.error("--base is required (the checkout to compare with)")
     here = Path(__file__).resolve().parents[1]
+    base = args.base.resolve()
     print(f"load before: {_load()}", flush=True)
     for case in args.cases.split(","):
         rows: dict[str, list[dict]] = {"new": [], "base": []}
         for r in range(args.rounds):
             # ABAB, BABA...: neither side always runs first
-            order = [("new", here), ("base", args.base)]
+            order = [("new", here), ("base", base)]
             for side, root in order if r % 2 == 0 else order[::-1]:
-                result = _run(root, case, args, bare=side == "new")
+                result = _run(root, here, case, args, bare=side == "new")
                 rows[side].append(result)
                 print(f"{case} round {r} {side}: {json.dumps(result)} load {_load()}", flush=True)
         summary = {key: _summarize(key, rows) for key in rows["new"][0]}

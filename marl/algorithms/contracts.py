@@ -64,29 +64,22 @@ __all__ = [
 
 @runtime_checkable
 class Stateful(Protocol):
-    """A part whose state a checkpoint saves."""
+    """A part whose state a checkpoint saves: ``state_dict()`` and ``load_state_dict()``."""
 
-    def state_dict(self) -> Mapping[str, Any]:
-        """The part's state (tensors, counters), enough to resume it."""
-        ...
+    def state_dict(self) -> Mapping[str, Any]: ...
 
-    def load_state_dict(self, state: Mapping[str, Any]) -> Any:
-        """Restore :meth:`state_dict`."""
-        ...
+    def load_state_dict(self, state: Mapping[str, Any]) -> Any: ...
 
 
 @runtime_checkable
 class Loss(Protocol):
-    """A loss module: ``loss(minibatch)`` returns ``loss_*`` terms and diagnostics."""
+    """A loss: ``loss(minibatch)`` returns ``loss_*`` terms (summed into one backward) and
+    scalar diagnostics; ``in_keys`` lists every entry it may read, all an updater stores."""
 
     @property
-    def in_keys(self) -> list[NestedKey]:
-        """Every entry the loss may read from a minibatch: all an updater stores."""
-        ...
+    def in_keys(self) -> list[NestedKey]: ...
 
-    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase:
-        """The ``loss_*`` terms (summed into one backward) and scalar diagnostics."""
-        ...
+    def __call__(self, tensordict: TensorDictBase) -> TensorDictBase: ...
 
 
 @runtime_checkable
@@ -98,32 +91,28 @@ class AdvantageLoss(Loss, Protocol):
 
 @runtime_checkable
 class TargetUpdater(Stateful, Protocol):
-    """Moves target networks towards the online ones (``SoftUpdate``, ``HardUpdate``)."""
+    """Moves target networks towards the online ones; ``step()`` after each optimizer step."""
 
-    def step(self) -> None:
-        """Called after every optimizer step."""
-        ...
+    def step(self) -> None: ...
 
 
 @runtime_checkable
 class Exploration(Protocol):
-    """An exploration module whose schedule follows the collected frames."""
+    """An exploration schedule; ``step(frames)`` advances it by the collected frames."""
 
-    def step(self, frames: int = 1) -> None:
-        """Advance the schedule by ``frames`` collected frames."""
-        ...
+    def step(self, frames: int = 1) -> None: ...
 
 
 @runtime_checkable
 class Updater(Stateful, Protocol):
     """The update loop of one learner, built around the learner's loss and optimizer.
 
-    Attributes:
-        on_policy: whether it learns from the latest batch only.
-        loss: the loss it trains (the learner's).
-        optimizer: the optimizer it steps (the learner's).
-        buffer: its replay buffer (saved with a run's buffers), ``None`` when it keeps
-            none between batches.
+    - ``on_policy``: whether it learns from the latest batch only;
+    - ``loss``, ``optimizer``: the learner's, received in its constructor;
+    - ``buffer``: its replay buffer (saved with a run's buffers), or ``None``;
+    - ``process(batch)``: prepare a collected ``[*B, T]`` batch in place (advantages);
+    - ``update(batch)``: store the loss's entries of a processed batch, run the
+      optimizer steps, return the mean of each scalar loss output (``{}`` without steps).
     """
 
     on_policy: bool
@@ -137,22 +126,20 @@ class Updater(Stateful, Protocol):
     @property
     def buffer(self) -> ReplayBuffer | None: ...
 
-    def process(self, batch: TensorDictBase) -> TensorDictBase:
-        """Prepare a collected ``[*B, T]`` batch in place (e.g. write advantages)."""
-        ...
+    def process(self, batch: TensorDictBase) -> TensorDictBase: ...
 
-    def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """Store what the loss reads of a processed batch and run the optimizer steps.
-
-        Returns:
-            The mean of every scalar loss output over the steps (empty without steps).
-        """
-        ...
+    def update(self, batch: TensorDictBase) -> dict[str, float]: ...
 
 
 @runtime_checkable
 class Learner(Protocol):
-    """Everything that trains one group (see the module docstring for who owns what)."""
+    """Everything that trains one group (the module docstring says who owns what).
+
+    ``process_batch`` is the updater's ``process``; ``update`` the updater's, then the
+    exploration schedules advance by the batch's frames; ``extra_state`` holds the
+    ``state_dict()`` of the parts that are not modules (optimizer, updater, target
+    updater), restored by ``load_extra_state``.
+    """
 
     info: GroupInfo
     algorithm: str
@@ -163,19 +150,10 @@ class Learner(Protocol):
     exploration: Sequence[Exploration]
     target_updater: TargetUpdater | None
 
-    def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
-        """``updater.process``: prepare a collected batch in place."""
-        ...
+    def process_batch(self, batch: TensorDictBase) -> TensorDictBase: ...
 
-    def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """``updater.update``, then the exploration schedules advance by the batch's frames."""
-        ...
+    def update(self, batch: TensorDictBase) -> dict[str, float]: ...
 
-    def extra_state(self) -> dict[str, Any]:
-        """The ``state_dict()`` of every part that is not a module: optimizer, updater,
-        target updater."""
-        ...
+    def extra_state(self) -> dict[str, Any]: ...
 
-    def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`extra_state`."""
-        ...
+    def load_extra_state(self, state: Mapping[str, Any]) -> None: ...
