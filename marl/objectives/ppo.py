@@ -211,7 +211,8 @@ class PPOLoss(_PolicyGradientLoss):
         entropy_coef: weight of the entropy bonus (``loss_entropy = -coef * H``).
         critic_coef: weight of the critic loss.
         loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage over the batch.
+        normalize_advantage: standardize the advantage over the batch (over the unmasked
+            agents only when the ``agent_mask`` key is set, see ``LossModule``).
         normalize_advantage_exclude_dims: dims kept separate when standardizing (e.g.
             ``(-2,)`` for per-agent statistics of ``[*B, n_agents, 1]`` advantages).
         clip_value: optional clip of the critic update around the stored value.
@@ -293,7 +294,8 @@ class A2CLoss(_PolicyGradientLoss):
         entropy_coef: weight of the entropy bonus.
         critic_coef: weight of the critic loss.
         loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage (off by default for A2C).
+        normalize_advantage: standardize the advantage (off by default for A2C; over the
+            unmasked agents only when the ``agent_mask`` key is set).
         normalize_advantage_exclude_dims: dims kept separate when standardizing.
         gamma: discount for the default GAE.
         lmbda: lambda for the default GAE.
