@@ -2,9 +2,12 @@
 
 - PPO: 400 transitions, actor and critic 2x256 MLPs (4-dim obs, 2 discrete actions),
   loss forward + backward + per-role clipping + Adam step, as the on-policy learner
-  runs it (advantages precomputed, as ``process_batch`` does).
+  runs it (``GradientStep``; advantages precomputed, as ``process_batch`` does).
 - SAC: a 256-transition replay sample, actor and twin Q 2x256 (3-dim obs, 1-dim action),
   sample + loss + backward + Adam + soft target update.
+
+The MAPPO update on VMAS shapes, against a hand-written loop and against another
+commit, is ``benchmarks/bench_learner_vs_commit.py``.
 
 Run: ``python benchmarks/bench_update_step.py [--threads N] [--repeats N]``.
 Prints the median milliseconds per update, and the PPO step hand-written in plain
@@ -20,7 +23,7 @@ import time
 import torch
 
 from marl.algorithms import Algorithm
-from marl.algorithms._learners import optimizer_step
+from marl.algorithms._learners import GradientStep
 from marl.collectors import Collector
 from marl.testing import SingleAgentFakeEnv
 
@@ -43,8 +46,8 @@ def bench_ppo(repeats: int) -> float:
     learner = algo.learners["root"]
     batch = Collector(env, algo.policy, frames_per_batch=400).rollout()
     batch = algo.process_batch(batch)
-    minibatch = batch.reshape(-1)
-    return _time(lambda: optimizer_step(learner, minibatch, 0.5), repeats)
+    minibatch = batch.select(*learner.loss.in_keys, strict=False).reshape(-1)
+    return _time(lambda: GradientStep(learner.loss, learner.optimizer, 0.5)(minibatch), repeats)
 
 
 def bench_ppo_plain_torch(repeats: int) -> float:
@@ -81,10 +84,11 @@ def bench_sac(repeats: int) -> float:
     algo = Algorithm("sac", config={"batch_size": 256}).build(env, seed=0)
     learner = algo.learners["root"]
     batch = Collector(env, algo.policy, frames_per_batch=2048).rollout()
-    learner.buffer.extend(batch.reshape(-1).exclude("collector"))
+    learner.buffer.extend(batch.select(*learner.loss.in_keys, strict=False).reshape(-1))
+    gradient_step = GradientStep(learner.loss, learner.optimizer, None)
 
     def step() -> None:
-        optimizer_step(learner, learner.buffer.sample(), None)
+        gradient_step(learner.buffer.sample())
         learner.target_updater.step()
 
     return _time(step, repeats)

@@ -18,6 +18,7 @@ BENCHMARKS = {
     "gae": "benchmarks.bench_gae",
     "multiagent_mlp": "benchmarks.bench_multiagent_mlp",
     "update_step": "benchmarks.bench_update_step",
+    "learner": "benchmarks.bench_learner_vs_commit",
     "replay_buffer": "benchmarks.bench_replay_buffer",
     "vmas_env": "benchmarks.bench_vmas_env",
     "pettingzoo_env": "benchmarks.bench_pettingzoo_env",

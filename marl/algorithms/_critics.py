@@ -17,7 +17,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._policies import _action_dim, make_mlp
+from marl.algorithms._policies import _action_dim, activation_class, make_mlp
+from marl.modules import MLP
 from marl.specs import Composite
 
 __all__ = ["CRITIC_SCOPES", "centralized_critic", "centralized_inputs", "check_critic_scope"]
@@ -36,19 +37,24 @@ def check_critic_scope(scope: str) -> str:
 
 
 class _CentralNet(nn.Module):
-    """Flatten every input (agent dims included), concatenate, and give each agent a copy.
+    """Flatten every input (agent dims included), concatenate, one output per agent.
 
     ``flat_ndims[i]`` trailing dims of input ``i`` are flattened: the features, plus
-    the agent dim for a group's entries. The result ``[*B, F]`` is expanded to
-    ``[*B, n_agents, F]`` for a ``MultiAgentMLP`` (per-agent parameters, when not
-    shared, still let each agent's value differ).
+    the agent dim for a group's entries, giving ``h = [*B, F]``, the same for every
+    agent. With parameters shared over the agents, ``net`` (an ``MLP``) runs once on
+    ``h`` and its output is expanded to ``[*B, n_agents, out]`` (a view); with
+    per-agent parameters, ``h`` is expanded to ``[*B, n_agents, F]`` for ``net`` (a
+    ``MultiAgentMLP``) so that each agent's output differs.
     """
 
-    def __init__(self, net: nn.Module, flat_ndims: Sequence[int], n_agents: int) -> None:
+    def __init__(
+        self, net: nn.Module, flat_ndims: Sequence[int], n_agents: int, *, shared: bool
+    ) -> None:
         super().__init__()
         self.net = net
         self.flat_ndims = tuple(flat_ndims)
         self.n_agents = n_agents
+        self.shared = shared
 
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
         parts = []
@@ -56,8 +62,10 @@ class _CentralNet(nn.Module):
             x = x.reshape(*x.shape[: x.ndim - nd], -1)
             parts.append(x.to(torch.get_default_dtype()) if not x.is_floating_point() else x)
         h = torch.cat(parts, -1) if len(parts) > 1 else parts[0]
-        h = h.unsqueeze(-2).expand(*h.shape[:-1], self.n_agents, h.shape[-1])
-        return self.net(h)
+        if self.shared:
+            out = self.net(h)  # computed once, not once per agent
+            return out.unsqueeze(-2).expand(*out.shape[:-1], self.n_agents, out.shape[-1])
+        return self.net(h.unsqueeze(-2).expand(*h.shape[:-1], self.n_agents, h.shape[-1]))
 
 
 def _group_leaves(spec, lead: int, prefix: tuple[str, ...]) -> list[tuple[NestedKey, int, int]]:
@@ -157,5 +165,11 @@ def centralized_critic(
         keys.append(info.key("action"))
         ndims.append(len(info.action_shape) + 1)
         size += info.n_agents * _action_dim(info)
-    net = make_mlp(info, size, out_features, cells, activation, share_params=share_params)
-    return TensorDictModule(_CentralNet(net, ndims, info.n_agents), keys, [info.key(out_key)])
+    if share_params:
+        # one MLP on the group's joint input, its output shared by the agents
+        act = activation_class(activation)
+        net = MLP(size, out_features, num_cells=list(cells), activation=act, device=info.device)
+    else:
+        net = make_mlp(info, size, out_features, cells, activation, share_params=False)
+    central = _CentralNet(net, ndims, info.n_agents, shared=share_params)
+    return TensorDictModule(central, keys, [info.key(out_key)])

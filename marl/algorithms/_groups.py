@@ -105,13 +105,20 @@ class GroupInfo:
         return int(getattr(self.action_spec, "n", None) or self.action_spec.shape[-1])
 
     def loss_keys(self) -> dict[str, NestedKey]:
-        """The keys a loss reads for this group, for ``LossModule.set_keys``."""
-        return {
+        """The keys a loss reads for this group, for ``LossModule.set_keys``.
+
+        With a per-agent ``"mask"``, also ``agent_mask``: a loss with per-agent terms
+        weights masked-out agents out of them (and of its advantage standardization).
+        """
+        keys: dict[str, NestedKey] = {
             "action": self.key("action"),
             "reward": self.next_key("reward"),
             "done": self.done_key("done"),
             "terminated": self.done_key("terminated"),
         }
+        if self.has_agent_mask:
+            keys["agent_mask"] = self.key("mask")
+        return keys
 
 
 def _action_space(spec: Any) -> str:

@@ -1,10 +1,16 @@
 """The update loops shared by the algorithms, and the pieces every builder needs.
 
+- :func:`loss_and_backward`: the loss of one minibatch and its backward, a plain
+  function (what ``torch.compile`` can wrap); :class:`GradientStep` adds the
+  gradient clipping and the optimizer step.
 - :class:`OnPolicyUpdater`: advantages on the ``[*B, T]`` batch, then ``epochs``
-  passes over it in minibatches, the buffer emptied each batch.
+  passes over it in shuffled minibatches.
 - :class:`OffPolicyUpdater`: the batch goes into a replay buffer; each batch is
   followed by ``utd_ratio * frames`` sampled updates, target-network updates and,
   with a prioritized sampler, priority updates.
+
+Both updaters follow :mod:`marl.algorithms.contracts`: they get the learner's loss
+and optimizer in their constructor and store only the entries the loss reads.
 
 One optimizer per learner, one param group per role (actor, critic, alpha...):
 the losses detach whatever a term must not train (SAC's and DDPG's actor terms
@@ -24,23 +30,18 @@ from torch import nn
 
 from marl.algorithms._turns import turn_transitions
 from marl.algorithms.base import GroupInfo, GroupLearner
-from marl.data import (
-    PrioritizedSampler,
-    RandomSampler,
-    ReplayBuffer,
-    SamplerWithoutReplacement,
-    TensorStorage,
-)
+from marl.algorithms.contracts import AdvantageLoss, Exploration, Loss, TargetUpdater
+from marl.data import PrioritizedSampler, RandomSampler, ReplayBuffer, TensorStorage
 
 __all__ = [
+    "GradientStep",
     "OffPolicyConfig",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
-    "apply_agent_mask",
+    "loss_and_backward",
     "make_optimizer",
     "off_policy_buffer",
     "off_policy_learner",
-    "on_policy_buffer",
 ]
 
 
@@ -67,20 +68,6 @@ def make_optimizer(
     return torch.optim.Adam(param_groups, weight_decay=weight_decay, fused=fused)
 
 
-def on_policy_buffer(
-    size: int, minibatch_size: int, device: torch.device | str = "cpu"
-) -> ReplayBuffer:
-    """A buffer for one batch of ``size`` transitions, iterated in shuffled minibatches.
-
-    An incomplete last minibatch is dropped: a handful of samples gives a noisy step.
-    """
-    return ReplayBuffer(
-        TensorStorage(size, device=device),
-        sampler=SamplerWithoutReplacement(drop_last=True),
-        batch_size=min(minibatch_size, size),
-    )
-
-
 def off_policy_buffer(
     size: int,
     batch_size: int,
@@ -96,83 +83,139 @@ def off_policy_buffer(
 
 
 class _Stats:
-    """Running means of detached loss outputs; converted to floats once per batch."""
+    """Means of the scalar loss outputs over a batch's steps, as floats at the end.
+
+    Each step costs one stack and one add (a loss returns the same outputs every
+    step); the floats are read once per batch, the batch's one host sync.
+    """
 
     def __init__(self) -> None:
-        self.sums: dict[str, torch.Tensor] = {}
-        self.count = 0
+        self._sums: dict[tuple[str, ...], tuple[torch.Tensor, int]] = {}
 
     def add(self, out: TensorDictBase) -> None:
-        self.count += 1
-        for key, value in out.items():
-            value = value.detach()
-            if value.numel() != 1:
-                continue
-            value = value.reshape(()).float()
-            prev = self.sums.get(key)
-            self.sums[key] = value if prev is None else prev + value
+        items = [(k, v) for k, v in out.items() if v.numel() == 1]
+        if not items:
+            return
+        names = tuple(k for k, _ in items)
+        values = torch.stack([v.reshape(()).float() for _, v in items])
+        prev = self._sums.get(names)
+        self._sums[names] = (values, 1) if prev is None else (prev[0] + values, prev[1] + 1)
 
     def means(self) -> dict[str, float]:
-        if not self.count:
-            return {}
-        return {k: float(v) / self.count for k, v in self.sums.items()}
+        totals: dict[str, tuple[float, int]] = {}
+        for names, (sums, count) in self._sums.items():
+            for name, value in zip(names, sums.tolist()):
+                total, n = totals.get(name, (0.0, 0))
+                totals[name] = (total + value, n + count)
+        return {name: total / n for name, (total, n) in totals.items()}
 
 
-def apply_agent_mask(learner: nn.Module, td: TensorDictBase) -> TensorDictBase:
-    """Exclude masked-out agents (the group's ``"mask"``) from a minibatch's loss.
+def loss_and_backward(loss: Loss, minibatch: TensorDictBase) -> tuple[TensorDictBase, bool]:
+    """The loss of one minibatch and the backward of the sum of its ``loss_*`` terms.
 
-    Writes ``(group, "loss_weight")``: the mask divided by its mean (times the
-    prioritized-replay ``priority_weight``, if any), so that the loss's weighted
-    mean is the mean over unmasked agents only. With ``masked_advantage_key``, the
-    advantage is standardized over unmasked agents (and zeroed for the others).
+    A plain function of a loss module and a TensorDict, with no other state: the unit
+    that ``torch.compile`` can wrap. Terms that do not require grad (e.g. TD3's actor
+    term on a delayed step) are left out of the sum.
+
+    Args:
+        loss: the loss module.
+        minibatch: the data it reads.
+
+    Returns:
+        The loss's outputs, detached, and whether a backward ran (False when no term
+        requires grad).
     """
-    key = getattr(learner, "agent_mask_key", None)
-    if key is None:
-        return td
-    mask = td.get(key).bool()
-    weight_key = getattr(learner, "loss_weight_key", None)
-    if weight_key is not None:
-        weight = mask.to(torch.get_default_dtype())
-        weight = weight / weight.mean().clamp_min(1e-8)
-        priority = td.get("priority_weight", None)
-        if priority is not None:
-            shape = priority.shape + (1,) * (weight.ndim - priority.ndim)
-            weight = weight * priority.reshape(shape)
-        td.set(weight_key, weight)
-    adv_key = getattr(learner, "masked_advantage_key", None)
-    if adv_key is not None:
-        adv = td.get(adv_key)
-        m = mask.reshape(mask.shape + (1,) * (adv.ndim - mask.ndim)).to(adv.dtype)
-        count = m.sum().clamp_min(1.0)
-        mean = (adv * m).sum() / count
-        var = ((adv - mean).pow(2) * m).sum() / (count - 1).clamp_min(1.0)
-        td.set(adv_key, (adv - mean) / var.sqrt().clamp_min(1e-6) * m)
-    return td
-
-
-def optimizer_step(learner: nn.Module, td: TensorDictBase, max_grad_norm: float | None):
-    """Loss forward, backward of the sum of ``loss_*`` terms, per-role clipping, step."""
-    out = learner.loss(apply_agent_mask(learner, td))
+    out = loss(minibatch)
     total = None
     for key, value in out.items():
         if key.startswith("loss_") and value.requires_grad:
             total = value if total is None else total + value
-    opt = learner.optimizer
-    opt.zero_grad(set_to_none=True)
     if total is not None:
         total.backward()
-        if max_grad_norm is not None:
-            for group in opt.param_groups:
-                # per role, so a large critic gradient does not shrink the actor's
-                torch.nn.utils.clip_grad_norm_(group["params"], max_grad_norm, foreach=True)
-        opt.step()
-    return out
+    return out.detach(), total is not None
+
+
+def clip_grad_norm_per_group_(param_groups: list[dict[str, Any]], max_norm: float) -> None:
+    """``torch.nn.utils.clip_grad_norm_`` applied to each param group separately.
+
+    The same scaling (each group's gradients times ``min(1, max_norm / (norm + 1e-6))``,
+    ``norm`` the group's total 2-norm), with one ``_foreach_norm`` over every gradient
+    instead of one per group: a step of small networks is dominated by such calls.
+    """
+    groups = [[p.grad for p in g["params"] if p.grad is not None] for g in param_groups]
+    grads = [g for group in groups for g in group]
+    if not grads:
+        return
+    norms = torch._foreach_norm(grads)
+    start = 0
+    for group in groups:
+        if group:
+            total = torch.linalg.vector_norm(torch.stack(norms[start : start + len(group)]))
+            torch._foreach_mul_(group, (max_norm / (total + 1e-6)).clamp(max=1.0))
+            start += len(group)
+
+
+class GradientStep:
+    """One optimizer step on one minibatch.
+
+    Zero the gradients, :func:`loss_and_backward`, clip each param group's gradient
+    norm (one group per role: a large critic gradient must not shrink the actor's),
+    step the optimizer.
+
+    Args:
+        loss: the loss module.
+        optimizer: the optimizer over the loss's trained parameters.
+        max_grad_norm: per-role gradient clipping (``None``: off).
+    """
+
+    def __init__(
+        self, loss: Loss, optimizer: torch.optim.Optimizer, max_grad_norm: float | None
+    ) -> None:
+        self.loss = loss
+        self.optimizer = optimizer
+        self.max_grad_norm = max_grad_norm
+
+    def __call__(self, minibatch: TensorDictBase) -> TensorDictBase:
+        opt = self.optimizer
+        opt.zero_grad(set_to_none=True)
+        out, stepped = loss_and_backward(self.loss, minibatch)
+        if stepped:
+            if self.max_grad_norm is not None:
+                clip_grad_norm_per_group_(opt.param_groups, self.max_grad_norm)
+            opt.step()
+        return out
+
+
+def _check_parts(loss: Any, optimizer: Any, protocol: type) -> None:
+    if not isinstance(loss, protocol):
+        raise TypeError(
+            f"the loss must be a {protocol.__name__} (forward on a TensorDict and in_keys), "
+            f"got {type(loss).__name__}"
+        )
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(
+            f"optimizer must be a torch.optim.Optimizer, got {type(optimizer).__name__}"
+        )
 
 
 class OnPolicyUpdater:
-    """Advantage estimation, then ``epochs`` x minibatches over the latest batch.
+    """Advantages on the whole ``[*B, T]`` batch, then ``epochs`` x minibatches over it.
+
+    MAPPO's and IPPO's whole update, in call order:
+
+    1. :meth:`process`: the loss's value estimator (GAE; ``V(s)`` and ``V(s')`` in one
+       critic call) writes the advantages and value targets on the batch.
+    2. :meth:`update`: the entries the loss reads (``loss.in_keys``) are selected once,
+       flattened, and each epoch gathers them in one shuffled order; minibatches are
+       contiguous slices of it (views). Each goes through :class:`GradientStep`:
+       :func:`loss_and_backward` runs ``PPOLoss.forward`` (advantage standardization
+       over the unmasked agents, the clipped objective, the critic loss), then the
+       per-role clipping and the optimizer step. An incomplete last minibatch is
+       dropped: a handful of samples gives a noisy step.
 
     Args:
+        loss: the loss, with the value estimator that writes its advantages.
+        optimizer: the optimizer over its trained parameters.
         epochs: passes over each batch.
         minibatch_size: transitions per optimizer step (the whole batch when larger).
         max_grad_norm: per-role gradient clipping (``None``: off).
@@ -180,41 +223,93 @@ class OnPolicyUpdater:
 
     on_policy = True
 
-    def __init__(self, *, epochs: int, minibatch_size: int, max_grad_norm: float | None) -> None:
+    def __init__(
+        self,
+        *,
+        loss: AdvantageLoss,
+        optimizer: torch.optim.Optimizer,
+        epochs: int,
+        minibatch_size: int,
+        max_grad_norm: float | None,
+    ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
                 f"epochs and minibatch_size must be >= 1, got {epochs}, {minibatch_size}"
             )
-        self.epochs = epochs
-        self.minibatch_size = minibatch_size
-        self.max_grad_norm = max_grad_norm
+        _check_parts(loss, optimizer, AdvantageLoss)
+        if loss.value_estimator is None:
+            raise ValueError(
+                f"{type(loss).__name__} has no value estimator (no critic): the on-policy "
+                "updater writes the advantages with it"
+            )
+        self._step = GradientStep(loss, optimizer, max_grad_norm)
+        self._keys = list(loss.in_keys)
+        self._epochs = epochs
+        self._minibatch_size = minibatch_size
 
-    def process(self, learner: nn.Module, batch: TensorDictBase) -> TensorDictBase:
+    @property
+    def loss(self) -> AdvantageLoss:
+        return self._step.loss
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._step.optimizer
+
+    @property
+    def buffer(self) -> None:
+        """No buffer: each batch is used once, straight from the collector."""
+        return None
+
+    @property
+    def epochs(self) -> int:
+        return self._epochs
+
+    @property
+    def minibatch_size(self) -> int:
+        return self._minibatch_size
+
+    def process(self, batch: TensorDictBase) -> TensorDictBase:
         """Write the group's advantage and value target on the ``[*B, T]`` batch."""
         with torch.no_grad():
-            learner.loss.value_estimator(batch)
+            self.loss.value_estimator(batch)
         return batch
 
-    def update(self, learner: nn.Module, batch: TensorDictBase) -> dict[str, float]:
-        flat = batch.reshape(-1)
-        buffer: ReplayBuffer = learner.buffer
-        if buffer.storage.max_size != flat.numel():
-            # sized on the first batch (a storage is not resizable)
-            buffer = on_policy_buffer(flat.numel(), self.minibatch_size, buffer.storage.device)
-            learner.buffer = buffer
-        buffer.empty()
-        buffer.extend(flat)
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """``epochs`` passes of shuffled minibatches over the loss's entries of ``batch``."""
+        data = batch.select(*self._keys, strict=False).reshape(-1)
+        n = data.numel()
+        size = min(self._minibatch_size, n)
         stats = _Stats()
-        for _ in range(self.epochs):
-            for minibatch in buffer:
-                stats.add(optimizer_step(learner, minibatch, self.max_grad_norm))
+        for _ in range(self._epochs):
+            # one gather per entry and epoch; the minibatches are views of it
+            shuffled = data[torch.randperm(n, device=data.device)]
+            for start in range(0, n - size + 1, size):
+                stats.add(self._step(shuffled[start : start + size]))
         return stats.means()
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state between batches: ``{}``."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""
 
 
 class OffPolicyUpdater:
     """Replay-buffer updates: ``utd_ratio`` optimizer steps per collected frame.
 
+    Each batch's entries that the loss reads (``loss.in_keys``) go into the replay
+    buffer; then come ``utd_ratio * frames`` steps, each a sample, a
+    :class:`GradientStep`, a target update and, with a prioritized sampler, a priority
+    update from the loss's TD errors.
+
     Args:
+        info: the group (turn-based groups get their transitions relinked in
+            :meth:`process`).
+        loss: the loss.
+        optimizer: the optimizer over its trained parameters.
+        buffer: the replay buffer (this updater's own).
+        target_updater: stepped after every optimizer step (``None``: no targets).
         utd_ratio: optimizer steps per collected frame (at least one per batch).
         max_grad_norm: per-role gradient clipping (``None``: off).
         learning_starts: no update until the buffer holds this many transitions
@@ -224,39 +319,82 @@ class OffPolicyUpdater:
     on_policy = False
 
     def __init__(
-        self, *, utd_ratio: float, max_grad_norm: float | None = None, learning_starts: int = 0
+        self,
+        info: GroupInfo,
+        *,
+        loss: Loss,
+        optimizer: torch.optim.Optimizer,
+        buffer: ReplayBuffer,
+        target_updater: TargetUpdater | None,
+        utd_ratio: float,
+        max_grad_norm: float | None = None,
+        learning_starts: int = 0,
     ) -> None:
         if utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {utd_ratio}")
-        self.utd_ratio = utd_ratio
-        self.max_grad_norm = max_grad_norm
-        self.learning_starts = learning_starts
+        _check_parts(loss, optimizer, Loss)
+        self._info = info
+        self._step = GradientStep(loss, optimizer, max_grad_norm)
+        self._keys = list(loss.in_keys)
+        self._buffer = buffer
+        self._target_updater = target_updater
+        self._prioritized = isinstance(buffer.sampler, PrioritizedSampler)
+        self._utd_ratio = utd_ratio
+        self._learning_starts = learning_starts
         self._debt = 0.0  # fractional updates carried over between batches
 
-    def process(self, learner: nn.Module, batch: TensorDictBase) -> TensorDictBase:
+    @property
+    def loss(self) -> Loss:
+        return self._step.loss
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._step.optimizer
+
+    @property
+    def buffer(self) -> ReplayBuffer:
+        return self._buffer
+
+    @property
+    def target_updater(self) -> TargetUpdater | None:
+        return self._target_updater
+
+    @property
+    def utd_ratio(self) -> float:
+        return self._utd_ratio
+
+    def process(self, batch: TensorDictBase) -> TensorDictBase:
         """Turn-based envs: rebuild the group's transitions from turn to turn."""
-        if learner.info.turn_based and learner.info.has_agent_mask:
-            turn_transitions(batch, learner.info)
+        if self._info.turn_based and self._info.has_agent_mask:
+            turn_transitions(batch, self._info)
         return batch
 
-    def update(self, learner: nn.Module, batch: TensorDictBase) -> dict[str, float]:
-        buffer: ReplayBuffer = learner.buffer
-        buffer.extend(batch.reshape(-1).exclude("collector"))
-        if len(buffer) < max(self.learning_starts, buffer.batch_size or 1):
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """Store the loss's entries of ``batch``, then run the due optimizer steps."""
+        buffer = self._buffer
+        buffer.extend(batch.select(*self._keys, strict=False).reshape(-1))
+        if len(buffer) < max(self._learning_starts, buffer.batch_size or 1):
             return {}
-        self._debt += self.utd_ratio * batch.numel()
+        self._debt += self._utd_ratio * batch.numel()
         steps = int(self._debt)
         self._debt -= steps
-        prioritized = isinstance(buffer.sampler, PrioritizedSampler)
         stats = _Stats()
         for _ in range(steps):
             minibatch = buffer.sample()
-            stats.add(optimizer_step(learner, minibatch, self.max_grad_norm))
-            if learner.target_updater is not None:
-                learner.target_updater.step()
-            if prioritized:
+            stats.add(self._step(minibatch))
+            if self._target_updater is not None:
+                self._target_updater.step()
+            if self._prioritized:
                 buffer.update_tensordict_priority(minibatch)
         return stats.means()
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fractional update carried over to the next batch."""
+        return {"debt": self._debt}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self._debt = float(state["debt"])
 
 
 @dataclass
@@ -292,14 +430,17 @@ def off_policy_learner(
     config: OffPolicyConfig,
     *,
     policy: nn.Module,
-    loss: nn.Module,
+    loss: Loss,
     optimizer: torch.optim.Optimizer,
-    target_updater: Any,
-    exploration: list[nn.Module] | None = None,
+    target_updater: TargetUpdater | None,
+    exploration: list[Exploration] | None = None,
     algorithm: str,
-    mask_agents: bool = True,
 ) -> GroupLearner:
-    """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps."""
+    """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps.
+
+    The loss is used as configured: point it at the group's keys first (agent mask
+    included, for losses with per-agent terms).
+    """
     c = config
     buffer = off_policy_buffer(
         c.buffer_size,
@@ -309,18 +450,24 @@ def off_policy_learner(
         beta=c.priority_beta,
         device=c.buffer_device,
     )
-    return GroupLearner(
+    updater = OffPolicyUpdater(
         info,
-        policy=policy,
         loss=loss,
         optimizer=optimizer,
         buffer=buffer,
-        updater=OffPolicyUpdater(
-            utd_ratio=c.utd_ratio, max_grad_norm=c.max_grad_norm, learning_starts=c.learning_starts
-        ),
+        target_updater=target_updater,
+        utd_ratio=c.utd_ratio,
+        max_grad_norm=c.max_grad_norm,
+        learning_starts=c.learning_starts,
+    )
+    return GroupLearner(
+        info,
+        algorithm=algorithm,
+        policy=policy,
+        loss=loss,
+        optimizer=optimizer,
+        updater=updater,
         exploration=exploration,
         target_updater=target_updater,
         config=c,
-        algorithm=algorithm,
-        mask_agents=mask_agents,
     )

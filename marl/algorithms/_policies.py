@@ -34,6 +34,7 @@ __all__ = [
     "GreedyAction",
     "IndependentNormal",
     "action_bounds",
+    "activation_class",
     "deterministic_actor",
     "make_mlp",
     "observation_inputs",
@@ -52,7 +53,8 @@ ACTIVATIONS: dict[str, type[nn.Module]] = {
 }
 
 
-def _activation(name: str) -> type[nn.Module]:
+def activation_class(name: str) -> type[nn.Module]:
+    """The activation class named ``name`` (see :data:`ACTIVATIONS`)."""
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
     return ACTIVATIONS[name]
@@ -136,7 +138,7 @@ def make_mlp(
     share_params: bool = True,
 ) -> nn.Module:
     """An ``MLP`` for the root, a ``MultiAgentMLP`` for a group."""
-    act = _activation(activation)
+    act = activation_class(activation)
     if info.name is None:
         return MLP(
             in_features, out_features, num_cells=list(cells), activation=act, device=info.device

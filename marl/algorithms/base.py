@@ -12,9 +12,9 @@ a builder knows about its group) lives in ``marl.algorithms._groups``.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import torch
 from tensordict import TensorDictBase
@@ -27,6 +27,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
+from marl.algorithms.contracts import Exploration, Loss, TargetUpdater, Updater
 from marl.data import ReplayBuffer
 from marl.envs.common import EnvBase
 
@@ -40,104 +41,139 @@ __all__ = [
 ]
 
 
-class GroupLearner(nn.Module):
-    """Everything that trains one group: policy, loss, optimizer, buffer and update loop.
+_PARTS = frozenset(
+    {
+        "info",
+        "algorithm",
+        "policy",
+        "loss",
+        "optimizer",
+        "updater",
+        "exploration",
+        "target_updater",
+        "config",
+    }
+)
 
-    Builders (one per algorithm) make these; the update loop itself is a strategy
-    object (see ``marl.algorithms._learners``) shared by every algorithm of a kind.
+
+class GroupLearner(nn.Module):
+    """Everything that trains one group: policy, loss, optimizer, updater, exploration.
+
+    Builders (one per algorithm) make every part and pass it here; the parts are fixed
+    from then on (see :mod:`marl.algorithms.contracts`). The update loop is the
+    ``updater`` (``marl.algorithms._learners``), shared by every algorithm of a kind
+    and built around this learner's loss and optimizer.
 
     Args:
         info: the group.
+        algorithm: the name of the algorithm that built the learner.
         policy: the collection policy, writing the group's action (exploration included;
             exploration modules are no-ops under ``InteractionType.DETERMINISTIC``).
-        loss: the group's loss module (it owns the trained networks and their targets).
+        loss: the group's loss module (it owns the trained networks, their targets and
+            its agent masking).
         optimizer: one optimizer over every trained parameter (one param group per role).
-        buffer: where processed batches go before updates.
-        updater: the update strategy: ``process(learner, batch)`` and
-            ``update(learner, batch) -> logs``.
+        updater: the update loop; it must train ``loss`` with ``optimizer``.
         exploration: modules annealed with the collected frames (``step(frames)``).
-        target_updater: ``SoftUpdate``/``HardUpdate`` stepped after optimizer steps.
+        target_updater: ``SoftUpdate``/``HardUpdate`` stepped by the updater after its
+            optimizer steps (``None``: no target networks).
         config: the algorithm config the learner was built from.
-        algorithm: the name of the algorithm that built the learner.
-        mask_agents: when the group has a per-agent ``"mask"``, weight the loss's
-            per-agent terms by it (through the loss's ``priority_weight`` key) and
-            standardize advantages over the unmasked agents only. Losses whose terms
-            are not per agent (QMIX's ``Q_tot``) pass False and mask their inputs instead.
+
+    Raises:
+        TypeError: when a part does not follow its protocol.
+        ValueError: when the updater trains another loss or optimizer than the learner's.
     """
+
+    info: GroupInfo
+    algorithm: str
+    policy: TensorDictModuleBase
+    loss: Loss
+    optimizer: torch.optim.Optimizer
+    updater: Updater
+    exploration: nn.ModuleList
+    target_updater: TargetUpdater | None
+    config: object
 
     def __init__(
         self,
         info: GroupInfo,
         *,
+        algorithm: str,
         policy: TensorDictModuleBase,
-        loss: nn.Module,
+        loss: Loss,
         optimizer: torch.optim.Optimizer,
-        buffer: ReplayBuffer,
-        updater: Any,
-        exploration: list[nn.Module] | None = None,
-        target_updater: Any = None,
-        config: Any = None,
-        algorithm: str = "",
-        mask_agents: bool = True,
+        updater: Updater,
+        exploration: Sequence[Exploration] | None = None,
+        target_updater: TargetUpdater | None = None,
+        config: object = None,
     ) -> None:
         super().__init__()
+        if not isinstance(updater, Updater):
+            raise TypeError(
+                "updater must follow marl.algorithms.contracts.Updater (on_policy, loss, "
+                f"optimizer, buffer, process, update, state_dict), got {type(updater).__name__}"
+            )
+        if updater.loss is not loss or updater.optimizer is not optimizer:
+            raise ValueError(
+                "the updater must train this learner's loss with this learner's optimizer: "
+                "build it with the same loss and optimizer objects"
+            )
+        if target_updater is not None and not isinstance(target_updater, TargetUpdater):
+            raise TypeError(
+                "target_updater must have step(), state_dict() and load_state_dict(), got "
+                f"{type(target_updater).__name__}"
+            )
         self.info = info
+        self.algorithm = algorithm
         self.policy = policy
         self.loss = loss
         self.exploration = nn.ModuleList(exploration or [])
         self.optimizer = optimizer
-        self.buffer = buffer
         self.updater = updater
         self.target_updater = target_updater
         self.config = config
-        self.algorithm = algorithm
-        # agent masking (see marl.algorithms._learners.apply_agent_mask)
-        self.agent_mask_key: Any = None
-        self.loss_weight_key: Any = None
-        self.masked_advantage_key: Any = None
-        keys = getattr(loss, "tensor_keys", None)
-        if mask_agents and info.has_agent_mask and keys is not None:
-            self.agent_mask_key = info.key("mask")
-            if "priority_weight" in keys.as_dict():
-                self.loss_weight_key = info.key("loss_weight")
-                loss.set_keys(priority_weight=self.loss_weight_key)
-            if getattr(loss, "normalize_advantage", False):
-                # the loss would standardize over every agent, masked ones included
-                loss.normalize_advantage = False
-                self.masked_advantage_key = keys.advantage
+        self._frozen = True
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in _PARTS and self.__dict__.get("_frozen", False):
+            raise AttributeError(
+                f"GroupLearner.{name} is fixed at construction: build a new learner instead"
+            )
+        super().__setattr__(name, value)
+
+    @property
+    def buffer(self) -> ReplayBuffer | None:
+        """The updater's replay buffer (``None`` for on-policy learners, which keep none)."""
+        return self.updater.buffer
 
     def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
         """Prepare a collected ``[*B, T]`` batch (e.g. advantages for on-policy losses)."""
-        return self.updater.process(self, batch)
+        return self.updater.process(batch)
 
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Store the processed batch and run the optimizer steps; returns mean loss terms."""
-        logs = self.updater.update(self, batch)
+        logs = self.updater.update(batch)
         frames = batch.numel()
         for module in self.exploration:
             module.step(frames)
         return logs
 
     def extra_state(self) -> dict[str, Any]:
-        """Counters that are not tensors of the module (optimizer, target updates)."""
-        state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
-        if hasattr(self.target_updater, "counter"):
-            state["target_counter"] = self.target_updater.counter
-        if hasattr(self.loss, "_calls"):  # TD3's delayed-actor counter
-            state["loss_calls"] = self.loss._calls
-        if hasattr(self.updater, "_debt"):  # fractional off-policy updates carried over
-            state["update_debt"] = self.updater._debt
-        return state
+        """The ``state_dict()`` of the parts that are not modules: optimizer, updater and
+        target updater (the modules are in the learner's own ``state_dict``)."""
+        return {
+            "optimizer": self.optimizer.state_dict(),
+            "updater": self.updater.state_dict(),
+            "target_updater": (
+                None if self.target_updater is None else self.target_updater.state_dict()
+            ),
+        }
 
-    def load_extra_state(self, state: dict[str, Any]) -> None:
+    def load_extra_state(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`extra_state`."""
         self.optimizer.load_state_dict(state["optimizer"])
-        if "target_counter" in state:
-            self.target_updater.counter = state["target_counter"]
-        if "loss_calls" in state:
-            self.loss._calls = state["loss_calls"]
-        if "update_debt" in state:
-            self.updater._debt = state["update_debt"]
+        self.updater.load_state_dict(state["updater"])
+        if self.target_updater is not None and state.get("target_updater") is not None:
+            self.target_updater.load_state_dict(state["target_updater"])
 
 
 @dataclass(frozen=True)
@@ -301,11 +337,16 @@ class Algorithm(nn.Module):
         if not self.built:
             raise RuntimeError("call Algorithm.build(env) first")
 
+    def group_learners(self) -> Iterator[tuple[str, GroupLearner]]:
+        """``(group label, learner)`` pairs, in the env's group order."""
+        for label, learner in self.learners.items():
+            yield label, cast(GroupLearner, learner)
+
     @property
     def on_policy(self) -> bool:
         """True when every learner is on-policy."""
         self._check_built()
-        return all(lr.updater.on_policy for lr in self.learners.values())
+        return all(lr.updater.on_policy for _, lr in self.group_learners())
 
     @property
     def policy(self) -> TensorDictSequential:
@@ -322,7 +363,7 @@ class Algorithm(nn.Module):
         self._check_built()
         if batch.device != self.device:
             batch = batch.to(self.device)
-        for learner in self.learners.values():
+        for _, learner in self.group_learners():
             batch = learner.process_batch(batch)
         return batch
 
@@ -335,7 +376,7 @@ class Algorithm(nn.Module):
         """
         self._check_built()
         logs: dict[str, float] = {}
-        for label, learner in self.learners.items():
+        for label, learner in self.group_learners():
             prefix = "" if learner.info.name is None else f"{label}/"
             for key, value in learner.update(batch).items():
                 logs[prefix + key] = value
@@ -350,7 +391,7 @@ class Algorithm(nn.Module):
         self._check_built()
         return {
             label: {"algorithm": lr.algorithm, "n_agents": lr.info.n_agents}
-            for label, lr in self.learners.items()
+            for label, lr in self.group_learners()
         }
 
     def state_dict_full(self) -> dict[str, Any]:
@@ -362,7 +403,7 @@ class Algorithm(nn.Module):
         return {
             "layout": self.layout(),
             "modules": self.state_dict(),
-            "extra": {k: lr.extra_state() for k, lr in self.learners.items()},
+            "extra": {k: lr.extra_state() for k, lr in self.group_learners()},
         }
 
     def load_state_dict_full(self, state: dict[str, Any]) -> None:
@@ -377,22 +418,29 @@ class Algorithm(nn.Module):
         self._check_built()
         _check_loadable(state, self.layout(), self.state_dict())
         self.load_state_dict(state["modules"])
+        learners = dict(self.group_learners())
         for label, extra in state["extra"].items():
-            self.learners[label].load_extra_state(extra)
+            learners[label].load_extra_state(extra)
 
     def buffers_state_dict(self) -> dict[str, Any]:
         """The off-policy learners' replay buffers (can be large).
 
-        On-policy buffers hold only the latest batch, refilled every iteration: not saved.
+        On-policy learners keep no buffer (each batch is used once): nothing to save.
         """
         return {
-            k: lr.buffer.state_dict() for k, lr in self.learners.items() if not lr.updater.on_policy
+            k: lr.updater.buffer.state_dict()
+            for k, lr in self.group_learners()
+            if lr.updater.buffer is not None
         }
 
     def load_buffers_state_dict(self, state: dict[str, Any]) -> None:
         """Restore :meth:`buffers_state_dict`."""
+        learners = dict(self.group_learners())
         for label, buf in state.items():
-            self.learners[label].buffer.load_state_dict(buf)
+            buffer = learners[label].updater.buffer
+            if buffer is None:
+                raise ValueError(f"group {label!r}'s learner keeps no replay buffer to load")
+            buffer.load_state_dict(buf)
 
 
 def _describe(layout: Mapping[str, Mapping[str, Any]]) -> str:

@@ -63,7 +63,11 @@ def gaussian_exploration(info: GroupInfo, config: DDPGConfig) -> AdditiveGaussia
 
 
 def build_ddpg(
-    info: GroupInfo, config: DDPGConfig, *, value_network: nn.Module | None = None
+    info: GroupInfo,
+    config: DDPGConfig,
+    *,
+    value_network: nn.Module | None = None,
+    algorithm: str = "ddpg",
 ) -> GroupLearner:
     """Build a DDPG learner for one group.
 
@@ -72,6 +76,7 @@ def build_ddpg(
         config: hyperparameters.
         value_network: the Q(s, a) critic writing ``state_action_value`` (default: a
             per-agent MLP); MADDPG passes a centralized one.
+        algorithm: the name the learner is built under (``"maddpg"``, ``"iddpg"``...).
 
     Returns:
         The group's learner.
@@ -106,7 +111,7 @@ def build_ddpg(
         optimizer=optimizer,
         target_updater=SoftUpdate(loss, tau=c.tau),
         exploration=[noise],
-        algorithm="ddpg",
+        algorithm=algorithm,
     )
 
 

@@ -52,12 +52,13 @@ class DQNConfig(OffPolicyConfig):
     """Groups: one set of parameters for every agent of the group."""
 
 
-def build_dqn(info: GroupInfo, config: DQNConfig) -> GroupLearner:
+def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> GroupLearner:
     """Build a DQN learner for one group.
 
     Args:
         info: the group (discrete actions; an ``action_mask`` is honoured everywhere).
         config: hyperparameters.
+        algorithm: the name the learner is built under (``"iql"``...).
 
     Returns:
         The group's learner.
@@ -98,7 +99,7 @@ def build_dqn(info: GroupInfo, config: DQNConfig) -> GroupLearner:
         optimizer=make_optimizer({"qvalue": (qnet.parameters(), c.lr)}),
         target_updater=target_updater,
         exploration=[egreedy],
-        algorithm="dqn",
+        algorithm=algorithm,
     )
 
 

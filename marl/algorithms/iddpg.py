@@ -57,9 +57,7 @@ def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
     critic = state_action_value_critic(
         info, c.critic_cells, c.activation, share_params=c.share_critic_params
     )
-    learner = build_ddpg(info, c, value_network=critic)
-    learner.algorithm = "iddpg"
-    return learner
+    return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 
 
 SPEC = AlgorithmSpec(

@@ -70,9 +70,7 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     critic = state_value_critic(
         info, c.critic_cells, c.activation, share_params=c.share_critic_params
     )
-    learner = build_ppo(info, c, critic=critic)
-    learner.algorithm = "ippo"
-    return learner
+    return build_ppo(info, c, critic=critic, algorithm="ippo")
 
 
 SPEC = AlgorithmSpec(

@@ -70,9 +70,7 @@ def build_iql(info: GroupInfo, config: IQLConfig) -> GroupLearner:
         >>> build_iql(info, IQLConfig()).algorithm
         'iql'
     """
-    learner = build_dqn(info, config)
-    learner.algorithm = "iql"
-    return learner
+    return build_dqn(info, config, algorithm="iql")
 
 
 SPEC = AlgorithmSpec(

@@ -65,9 +65,7 @@ def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
         use_state=c.use_state,
         share_params=c.share_critic_params,
     )
-    learner = build_ddpg(info, c, value_network=critic)
-    learner.algorithm = "maddpg"
-    return learner
+    return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 
 
 SPEC = AlgorithmSpec(

@@ -65,9 +65,7 @@ def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
         use_state=c.use_state,
         share_params=c.share_critic_params,
     )
-    learner = build_ppo(info, c, critic=critic)
-    learner.algorithm = "mappo"
-    return learner
+    return build_ppo(info, c, critic=critic, algorithm="mappo")
 
 
 SPEC = AlgorithmSpec(

@@ -68,9 +68,7 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
         use_state=c.use_state,
         share_params=c.share_critic_params,
     )
-    learner = build_sac(info, c, qvalue_network=qnet)
-    learner.algorithm = "masac"
-    return learner
+    return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 
 
 SPEC = AlgorithmSpec(

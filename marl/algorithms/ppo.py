@@ -1,9 +1,10 @@
 """PPO: clipped proximal policy optimization (Schulman et al., 2017).
 
 Roles: :class:`PPOConfig` (hyperparameters), :func:`build_ppo` (policy, critic,
-``PPOLoss`` with GAE, one Adam, an on-policy buffer). :func:`policy_gradient_learner`
+``PPOLoss`` with GAE, one Adam, the on-policy updater). :func:`policy_gradient_learner`
 is the assembly shared with A2C and the MARL PPO variants, which pass their own
-critic (e.g. a centralized one).
+critic (e.g. a centralized one). The update itself, step by step, is
+:class:`marl.algorithms._learners.OnPolicyUpdater`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 
 from torch import nn
 
-from marl.algorithms._learners import OnPolicyUpdater, make_optimizer, on_policy_buffer
+from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.objectives import PPOLoss
@@ -74,6 +75,8 @@ def policy_gradient_learner(
 ) -> GroupLearner:
     """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
 
+    The loss is pointed at the group's entries here (its agent mask included, when the
+    group has one), then trained by an :class:`~marl.algorithms._learners.OnPolicyUpdater`.
     The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
     """
     loss.set_keys(
@@ -90,19 +93,21 @@ def policy_gradient_learner(
             "critic": (critic.parameters(), config.lr if critic_lr is None else critic_lr),
         }
     )
+    updater = OnPolicyUpdater(
+        loss=loss,
+        optimizer=optimizer,
+        epochs=config.epochs,
+        minibatch_size=config.minibatch_size,
+        max_grad_norm=config.max_grad_norm,
+    )
     return GroupLearner(
         info,
+        algorithm=algorithm,
         policy=actor,
         loss=loss,
         optimizer=optimizer,
-        buffer=on_policy_buffer(config.minibatch_size, config.minibatch_size),
-        updater=OnPolicyUpdater(
-            epochs=config.epochs,
-            minibatch_size=config.minibatch_size,
-            max_grad_norm=config.max_grad_norm,
-        ),
+        updater=updater,
         config=config,
-        algorithm=algorithm,
     )
 
 
@@ -111,6 +116,7 @@ def build_ppo(
     config: PPOConfig,
     *,
     critic: nn.Module | None = None,
+    algorithm: str = "ppo",
 ) -> GroupLearner:
     """Build a PPO learner for one group.
 
@@ -119,6 +125,7 @@ def build_ppo(
         config: hyperparameters.
         critic: a value module writing the group's ``state_value`` (default: a
             per-agent MLP critic); MAPPO passes a centralized one.
+        algorithm: the name the learner is built under (``"mappo"``, ``"ippo"``...).
 
     Returns:
         The group's learner.
@@ -147,7 +154,7 @@ def build_ppo(
         lmbda=c.lmbda,
     )
     return policy_gradient_learner(
-        info, c, loss, actor=actor, critic=critic, algorithm="ppo", critic_lr=c.critic_lr
+        info, c, loss, actor=actor, critic=critic, algorithm=algorithm, critic_lr=c.critic_lr
     )
 
 

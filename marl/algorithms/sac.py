@@ -50,7 +50,11 @@ class SACConfig(OffPolicyConfig):
 
 
 def build_sac(
-    info: GroupInfo, config: SACConfig, *, qvalue_network: nn.Module | None = None
+    info: GroupInfo,
+    config: SACConfig,
+    *,
+    qvalue_network: nn.Module | None = None,
+    algorithm: str = "sac",
 ) -> GroupLearner:
     """Build a SAC learner for one group.
 
@@ -60,6 +64,7 @@ def build_sac(
         qvalue_network: the Q-network (default: per-agent MLP); MASAC passes a
             centralized one. Continuous: reads the action, writes
             ``state_action_value``; discrete: writes ``action_value``.
+        algorithm: the name the learner is built under (``"masac"``, ``"isac"``...).
 
     Returns:
         The group's learner.
@@ -109,7 +114,7 @@ def build_sac(
         loss=loss,
         optimizer=optimizer,
         target_updater=SoftUpdate(loss, tau=c.tau),
-        algorithm="sac",
+        algorithm=algorithm,
     )
 
 

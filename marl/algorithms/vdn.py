@@ -91,7 +91,8 @@ def value_decomposition_learner(
     loss = QMixLoss(
         qnet, mixer, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function
     )
-    # the team value bootstraps until the episode (not one agent) ends
+    # the team value bootstraps until the episode (not one agent) ends; the loss is on
+    # Q_tot, so it has no agent mask: masked agents are removed from its inputs instead
     loss.set_keys(
         action=info.key("action"),
         action_value=info.key("action_value"),
@@ -126,8 +127,6 @@ def value_decomposition_learner(
         target_updater=target_updater,
         exploration=[egreedy],
         algorithm=algorithm,
-        # the loss is on Q_tot: masked agents are removed from its inputs instead
-        mask_agents=False,
     )
 
 

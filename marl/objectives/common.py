@@ -10,7 +10,7 @@ broadcasting: any number of leading batch dims, including an agent dim.
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar
 
 import torch
@@ -24,8 +24,10 @@ __all__ = [
     "LossModule",
     "distance_loss",
     "expand_after_batch",
+    "next_keys",
     "reinit_",
     "td_target",
+    "unique_keys",
 ]
 
 
@@ -56,6 +58,10 @@ class _Keys:
 
     def as_dict(self) -> dict[str, NestedKey]:
         return dict(self._keys)
+
+    def get(self, name: str, default: NestedKey | None = None) -> NestedKey | None:
+        """The key named ``name``, or ``default`` when the module has no such name."""
+        return self._keys.get(name, default)
 
     def __repr__(self) -> str:
         return f"TensorKeys({self._keys})"
@@ -95,7 +101,10 @@ class KeyedModule(nn.Module):
                 f"valid names are {sorted(self.default_keys)}"
             )
         new = self.tensor_keys.as_dict()
-        new.update({name: _check_key(name, key) for name, key in keys.items()})
+        for name, key in keys.items():
+            # an optional entry (default None, e.g. ``agent_mask``) may be switched off again
+            optional = self.default_keys[name] is None and key is None
+            new[name] = None if optional else _check_key(name, key)
         self.tensor_keys = _Keys(new)
         self._keys_changed(keys)
         return self
@@ -175,8 +184,16 @@ class LossModule(KeyedModule):
     """Base class of the losses.
 
     Subclasses implement ``forward(tensordict) -> TensorDict`` of ``loss_*`` terms and
-    diagnostics. Helpers here handle target networks, prioritized-replay weights
-    (``"priority_weight"``) and writing ``"td_error"`` back for priority updates.
+    diagnostics, and :attr:`in_keys`, the entries ``forward`` reads (an updater stores
+    only those). Helpers here handle target networks, the loss weights (prioritized-replay
+    ``"priority_weight"`` and, for per-agent losses, the ``agent_mask``) and writing
+    ``"td_error"`` back for priority updates.
+
+    Agent masks: a loss whose ``default_keys`` has ``"agent_mask"`` (default ``None``,
+    off) weights every per-agent term by the group's mask, set with
+    ``set_keys(agent_mask=(group, "mask"))``: masked-out agents (dead, or not acting in
+    a turn) weigh 0 and the others ``1 / mean(mask)``, so that a weighted mean is the
+    mean over the unmasked agents.
     """
 
     def __init__(self) -> None:
@@ -196,10 +213,65 @@ class LossModule(KeyedModule):
         for online, target in self._target_pairs:
             yield getattr(self, online), getattr(self, target)
 
+    # -- the entries read ------------------------------------------------------------
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """Every entry :meth:`forward` may read from a batch (optional ones included).
+
+        An updater stores only these (``td.select(*loss.in_keys, strict=False)``), so a
+        key missing here is missing from the loss's minibatches.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not declare its in_keys")
+
+    def _weight_keys(self) -> list[NestedKey]:
+        """The optional weight entries: ``priority_weight`` and the ``agent_mask``."""
+        keys = [self.tensor_keys.priority_weight]
+        mask = self.tensor_keys.get("agent_mask")
+        return keys if mask is None else [*keys, mask]
+
     # -- reductions ------------------------------------------------------------------
-    def _weighted_mean(self, x: torch.Tensor, td: TensorDictBase) -> torch.Tensor:
-        """Mean of an element-wise loss, weighted by ``priority_weight`` when present."""
-        weight = td.get(self.tensor_keys.priority_weight, None)
+    def _agent_mask(self, td: TensorDictBase) -> torch.Tensor | None:
+        """The ``agent_mask`` entry as a bool tensor, or ``None`` when not configured."""
+        key = self.tensor_keys.get("agent_mask")
+        return None if key is None else td.get(key).bool()
+
+    def loss_weight(self, td: TensorDictBase) -> torch.Tensor | None:
+        """The weights of the loss's per-element terms on ``td``.
+
+        The ``agent_mask`` (when configured) divided by its mean, times the
+        prioritized-replay ``priority_weight`` (when present), so that a weighted mean
+        is the mean over the unmasked agents.
+
+        Args:
+            td: the minibatch.
+
+        Returns:
+            ``[*B(, n_agents)]`` weights, or ``None`` when there are neither (a plain mean).
+
+        Examples:
+            >>> from tensordict import TensorDict
+            >>> from marl.objectives import DQNLoss
+            >>> loss = DQNLoss(torch.nn.Identity()).set_keys(agent_mask=("agents", "mask"))
+            >>> td = TensorDict({"agents": {"mask": torch.tensor([[True, False]])},
+            ...                  "priority_weight": torch.tensor([0.5])}, batch_size=[1])
+            >>> loss.loss_weight(td).tolist()
+            [[1.0, 0.0]]
+        """
+        priority = td.get(self.tensor_keys.priority_weight, None)
+        mask = self._agent_mask(td)
+        if mask is None:
+            return priority
+        weight = mask.to(torch.get_default_dtype())
+        weight = weight / weight.mean().clamp_min(1e-8)
+        if priority is not None:
+            weight = weight * priority.reshape(
+                priority.shape + (1,) * (weight.ndim - priority.ndim)
+            )
+        return weight
+
+    @staticmethod
+    def _weighted_mean(x: torch.Tensor, weight: torch.Tensor | None) -> torch.Tensor:
+        """Mean of an element-wise loss, weighted by :meth:`loss_weight` when not ``None``."""
         if weight is None:
             return x.mean()
         weight = weight.reshape(weight.shape + (1,) * (x.ndim - weight.ndim))
@@ -216,6 +288,20 @@ class LossModule(KeyedModule):
         if err.ndim > td.batch_dims and err.shape[-1] == 1:
             err = err.squeeze(-1)
         td.set(self.tensor_keys.priority, err)
+
+
+def next_keys(keys: Iterable[NestedKey]) -> list[tuple[str, ...]]:
+    """The same entries under ``"next"``: ``"obs"`` -> ``("next", "obs")``."""
+    return [("next", *(k if isinstance(k, tuple) else (k,))) for k in keys]
+
+
+def unique_keys(keys: Iterable[NestedKey | None]) -> list[NestedKey]:
+    """``keys`` in order, without repeats and ``None``s."""
+    out: list[NestedKey] = []
+    for key in keys:
+        if key is not None and key not in out:
+            out.append(key)
+    return out
 
 
 def reinit_(module: nn.Module) -> nn.Module:

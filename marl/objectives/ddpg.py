@@ -11,7 +11,14 @@ from tensordict.utils import NestedKey
 from torch import nn
 from torch.func import functional_call
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, td_target
+from marl.objectives.common import (
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    next_keys,
+    td_target,
+    unique_keys,
+)
 
 __all__ = ["DDPGLoss", "q_frozen"]
 
@@ -67,6 +74,7 @@ class DDPGLoss(LossModule):
         "terminated": ("next", "terminated"),
         "priority_weight": "priority_weight",
         "priority": "td_error",
+        "agent_mask": None,
     }
 
     def __init__(
@@ -84,6 +92,16 @@ class DDPGLoss(LossModule):
         self._make_target("value_network", value_network)
         self.gamma = gamma
         self.loss_function = check_loss_kind(loss_function)
+
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The actor's and the critic's inputs now and next, the reward, the done flags
+        and the loss weights."""
+        k = self.tensor_keys
+        nets = [*self.actor.in_keys, *self.value_network.in_keys]
+        return unique_keys(
+            [*nets, *next_keys(nets), k.reward, k.done, k.terminated, *self._weight_keys()]
+        )
 
     def _select(self, td: TensorDictBase) -> TensorDictBase:
         return td.select(*self.actor.in_keys, *self.value_network.in_keys, strict=False)
@@ -104,10 +122,11 @@ class DDPGLoss(LossModule):
         q = self.value_network(data_td.copy()).get(k.state_action_value)
         q, target = torch.broadcast_tensors(q, target)
         self._write_td_error(tensordict, q - target)
-        loss_value = self._weighted_mean(distance_loss(q, target, self.loss_function), tensordict)
+        weight = self.loss_weight(tensordict)
+        loss_value = self._weighted_mean(distance_loss(q, target, self.loss_function), weight)
         pi_td = self.actor(data_td)
         loss_actor = -self._weighted_mean(
-            q_frozen(self.value_network, pi_td, k.state_action_value), tensordict
+            q_frozen(self.value_network, pi_td, k.state_action_value), weight
         )
         return TensorDict(
             loss_actor=loss_actor,

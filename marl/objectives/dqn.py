@@ -9,7 +9,14 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, td_target
+from marl.objectives.common import (
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    next_keys,
+    td_target,
+    unique_keys,
+)
 
 __all__ = ["DQNLoss", "chosen_action_value", "masked_max_action_value"]
 
@@ -102,6 +109,7 @@ class DQNLoss(LossModule):
         "terminated": ("next", "terminated"),
         "priority_weight": "priority_weight",
         "priority": "td_error",
+        "agent_mask": None,
     }
 
     def __init__(
@@ -118,6 +126,24 @@ class DQNLoss(LossModule):
         self.gamma = gamma
         self.double_dqn = double_dqn
         self.loss_function = check_loss_kind(loss_function)
+
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The Q-network's inputs now and next, the action, the next legal actions, the
+        reward, the done flags and the loss weights."""
+        k = self.tensor_keys
+        net = list(self.value_network.in_keys)
+        return unique_keys(
+            [
+                *net,
+                k.action,
+                *next_keys([*net, k.action_mask]),
+                k.reward,
+                k.done,
+                k.terminated,
+                *self._weight_keys(),
+            ]
+        )
 
     def _q(self, net: TensorDictModuleBase, td: TensorDictBase) -> torch.Tensor:
         return net(td.select(*net.in_keys, strict=False)).get(self.tensor_keys.action_value)
@@ -141,7 +167,8 @@ class DQNLoss(LossModule):
             )
         q, target = torch.broadcast_tensors(q, target)
         self._write_td_error(tensordict, q - target)
-        loss = self._weighted_mean(distance_loss(q, target, self.loss_function), tensordict)
+        weight = self.loss_weight(tensordict)
+        loss = self._weighted_mean(distance_loss(q, target, self.loss_function), weight)
         return TensorDict(
             loss_qvalue=loss,
             q_mean=q.detach().mean(),

@@ -1,7 +1,7 @@
 """Value estimators as modules: ``GAE``, ``TD0``, ``TDLambda`` and ``VTrace``.
 
 An estimator reads ``V(s_t)`` at the ``value`` key and ``V(s_{t+1})`` at
-``("next", *value)`` (computing both with ``value_network`` when one is given),
+``("next", *value)`` (computing both with one call of ``value_network`` when one is given),
 the reward and the done/terminated flags, and writes ``advantage`` and
 ``value_target``. Time is the last batch dim of the TensorDict (``[*B, T]``); data
 dims after it (an agent dim, features) broadcast, so an env-level ``done`` or team
@@ -14,6 +14,7 @@ from typing import ClassVar
 
 import torch
 from tensordict import TensorDictBase
+from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import nn
 
@@ -37,8 +38,9 @@ class ValueEstimator(KeyedModule):
 
     Args:
         gamma: discount factor.
-        value_network: optional module writing the ``value`` key; run on the TensorDict
-            and on its ``"next"`` sub-TensorDict. Without it the values must be present.
+        value_network: optional module writing the ``value`` key, run once on the
+            TensorDict's and its ``"next"`` sub-TensorDict's inputs stacked together
+            (``V(s)`` and ``V(s')`` in one call). Without it the values must be present.
         differentiable: keep the autograd graph (default: computed under ``no_grad``).
     """
 
@@ -57,7 +59,7 @@ class ValueEstimator(KeyedModule):
         self,
         *,
         gamma: float = 0.99,
-        value_network: nn.Module | None = None,
+        value_network: TensorDictModuleBase | None = None,
         differentiable: bool = False,
     ) -> None:
         super().__init__()
@@ -67,11 +69,25 @@ class ValueEstimator(KeyedModule):
         self.value_network = value_network
         self.differentiable = differentiable
 
+    def _run_value_network(self, td: TensorDictBase) -> None:
+        """Write ``V(s)`` and ``V(s')`` with one call of the value network.
+
+        The network's inputs at ``s`` and at ``s'`` (``"next"``) are stacked along a new
+        leading dim, so one forward covers both (one pass of the MLP, not two).
+        """
+        net = self.value_network
+        key = self.tensor_keys.value
+        in_keys = list(net.in_keys)
+        nxt = td.get("next")
+        both = torch.stack([td.select(*in_keys), nxt.select(*in_keys)], 0)
+        values = net(both).get(key)
+        td.set(key, values[0])
+        nxt.set(key, values[1])
+
     def _values(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         key = self.tensor_keys.value
         if self.value_network is not None:
-            self.value_network(td)
-            self.value_network(td.get("next"))
+            self._run_value_network(td)
         value, next_value = td.get(key, None), td.get(_next(key), None)
         if value is None or next_value is None:
             missing = key if value is None else _next(key)
@@ -143,7 +159,7 @@ class GAE(ValueEstimator):
         *,
         gamma: float = 0.99,
         lmbda: float = 0.95,
-        value_network: nn.Module | None = None,
+        value_network: TensorDictModuleBase | None = None,
         differentiable: bool = False,
     ) -> None:
         super().__init__(gamma=gamma, value_network=value_network, differentiable=differentiable)
@@ -220,7 +236,7 @@ class TDLambda(ValueEstimator):
         *,
         gamma: float = 0.99,
         lmbda: float = 0.95,
-        value_network: nn.Module | None = None,
+        value_network: TensorDictModuleBase | None = None,
         differentiable: bool = False,
     ) -> None:
         super().__init__(gamma=gamma, value_network=value_network, differentiable=differentiable)
@@ -280,7 +296,7 @@ class VTrace(ValueEstimator):
         *,
         gamma: float = 0.99,
         actor_network: nn.Module | None = None,
-        value_network: nn.Module | None = None,
+        value_network: TensorDictModuleBase | None = None,
         rho_thresh: float = 1.0,
         c_thresh: float = 1.0,
         lmbda: float = 1.0,

@@ -11,7 +11,13 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import distributions as D
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, match_log_prob
+from marl.objectives.common import (
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    match_log_prob,
+    unique_keys,
+)
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
 
 __all__ = ["A2CLoss", "PPOLoss"]
@@ -43,6 +49,7 @@ class _PolicyGradientLoss(LossModule):
         "truncated": ("next", "truncated"),
         "priority_weight": "priority_weight",
         "priority": "td_error",
+        "agent_mask": None,
     }
     _estimator_keys = ("advantage", "value_target", "value", "reward", "done", "terminated")
 
@@ -100,7 +107,33 @@ class _PolicyGradientLoss(LossModule):
             fwd = {k: v for k, v in keys.items() if k in self.value_estimator.default_keys}
             self.value_estimator.set_keys(**fwd)
 
-    def _advantage(self, td: TensorDictBase) -> torch.Tensor:
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """What :meth:`forward` reads once ``advantage`` and ``value_target`` are in the
+        data (the on-policy updater writes them for the whole batch first): the actor's
+        and the critic's inputs, the action and its log-probability, the advantage, the
+        value target, the stored value and the loss weights."""
+        k = self.tensor_keys
+        critic = [] if self.critic is None else list(self.critic.in_keys)
+        return unique_keys(
+            [
+                *self.actor.in_keys,
+                k.action,
+                k.sample_log_prob,
+                k.advantage,
+                k.value_target,
+                k.value,
+                *critic,
+                *self._weight_keys(),
+            ]
+        )
+
+    def _advantage(self, td: TensorDictBase, mask: torch.Tensor | None) -> torch.Tensor:
+        """The advantage, standardized when ``normalize_advantage`` is on.
+
+        With an agent ``mask``, the statistics are over the unmasked agents only and the
+        masked agents' advantages are zeroed (their values are garbage: a dead agent's).
+        """
         adv = td.get(self.tensor_keys.advantage, None)
         if adv is None:
             if self.value_estimator is None:
@@ -110,7 +143,13 @@ class _PolicyGradientLoss(LossModule):
                 )
             self.value_estimator(td)
             adv = td.get(self.tensor_keys.advantage)
-        if self.normalize_advantage and adv.numel() > 1:
+        if self.normalize_advantage and mask is not None:
+            m = mask.reshape(mask.shape + (1,) * (adv.ndim - mask.ndim)).to(adv.dtype)
+            count = m.sum().clamp_min(1.0)
+            mean = (adv * m).sum() / count
+            var = ((adv - mean).pow(2) * m).sum() / (count - 1).clamp_min(1.0)
+            adv = (adv - mean) / var.sqrt().clamp_min(1e-6) * m
+        elif self.normalize_advantage and adv.numel() > 1:
             keep = {d % adv.ndim for d in self.normalize_advantage_exclude_dims}
             dims = tuple(d for d in range(adv.ndim) if d not in keep)
             mean = adv.mean(dims, keepdim=True)
@@ -125,7 +164,21 @@ class _PolicyGradientLoss(LossModule):
         log_prob = dist.log_prob(td.get(self.tensor_keys.action))
         return match_log_prob(log_prob, like), dist
 
-    def _critic_terms(self, td: TensorDictBase, out: dict[str, torch.Tensor]) -> None:
+    def _entropy_terms(
+        self, dist: D.Distribution, weight: torch.Tensor | None, out: dict[str, torch.Tensor]
+    ) -> None:
+        """``entropy`` (a diagnostic) and, with ``entropy_coef``, the ``loss_entropy`` bonus."""
+        if self.entropy_coef:
+            ent = entropy(dist)
+            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
+            out["entropy"] = ent.mean().detach()
+        else:  # only logged: no graph for it
+            with torch.no_grad():
+                out["entropy"] = entropy(dist).mean()
+
+    def _critic_terms(
+        self, td: TensorDictBase, out: dict[str, torch.Tensor], weight: torch.Tensor | None
+    ) -> None:
         if self.critic is None or self.critic_coef == 0:
             return
         k = self.tensor_keys
@@ -138,7 +191,7 @@ class _PolicyGradientLoss(LossModule):
         if clip is not None and old_value is not None:
             clipped = old_value + (value - old_value).clamp(-clip, clip)
             loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
-        out["loss_critic"] = self.critic_coef * self._weighted_mean(loss, td)
+        out["loss_critic"] = self.critic_coef * self._weighted_mean(loss, weight)
         out["explained_variance"] = (
             1 - (target - value).var() / target.var().clamp_min(1e-8)
         ).detach()
@@ -158,7 +211,8 @@ class PPOLoss(_PolicyGradientLoss):
         entropy_coef: weight of the entropy bonus (``loss_entropy = -coef * H``).
         critic_coef: weight of the critic loss.
         loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage over the batch.
+        normalize_advantage: standardize the advantage over the batch (over the unmasked
+            agents only when the ``agent_mask`` key is set, see ``LossModule``).
         normalize_advantage_exclude_dims: dims kept separate when standardizing (e.g.
             ``(-2,)`` for per-agent statistics of ``[*B, n_agents, 1]`` advantages).
         clip_value: optional clip of the critic update around the stored value.
@@ -213,22 +267,21 @@ class PPOLoss(_PolicyGradientLoss):
         self.clip_value = clip_value
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        adv = self._advantage(tensordict)
+        mask = self._agent_mask(tensordict)
+        weight = self.loss_weight(tensordict)
+        adv = self._advantage(tensordict, mask)
         log_prob, dist = self._log_prob(tensordict, adv)
         old_log_prob = match_log_prob(tensordict.get(self.tensor_keys.sample_log_prob), adv)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
         eps = self.clip_epsilon
         surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
-        out = {"loss_objective": -self._weighted_mean(surrogate, tensordict)}
-        ent = entropy(dist)
-        out["entropy"] = ent.mean().detach()
-        if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, tensordict)
+        out = {"loss_objective": -self._weighted_mean(surrogate, weight)}
+        self._entropy_terms(dist, weight, out)
         with torch.no_grad():
             out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
             out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
-        self._critic_terms(tensordict, out)
+        self._critic_terms(tensordict, out, weight)
         return TensorDict(out)
 
 
@@ -241,7 +294,8 @@ class A2CLoss(_PolicyGradientLoss):
         entropy_coef: weight of the entropy bonus.
         critic_coef: weight of the critic loss.
         loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage (off by default for A2C).
+        normalize_advantage: standardize the advantage (off by default for A2C; over the
+            unmasked agents only when the ``agent_mask`` key is set).
         normalize_advantage_exclude_dims: dims kept separate when standardizing.
         gamma: discount for the default GAE.
         lmbda: lambda for the default GAE.
@@ -287,12 +341,11 @@ class A2CLoss(_PolicyGradientLoss):
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
-        adv = self._advantage(tensordict)
+        mask = self._agent_mask(tensordict)
+        weight = self.loss_weight(tensordict)
+        adv = self._advantage(tensordict, mask)
         log_prob, dist = self._log_prob(tensordict, adv)
-        out = {"loss_objective": -self._weighted_mean(adv.detach() * log_prob, tensordict)}
-        ent = entropy(dist)
-        out["entropy"] = ent.mean().detach()
-        if self.entropy_coef:
-            out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, tensordict)
-        self._critic_terms(tensordict, out)
+        out = {"loss_objective": -self._weighted_mean(adv.detach() * log_prob, weight)}
+        self._entropy_terms(dist, weight, out)
+        self._critic_terms(tensordict, out, weight)
         return TensorDict(out)

@@ -10,7 +10,14 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, td_target
+from marl.objectives.common import (
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    next_keys,
+    td_target,
+    unique_keys,
+)
 from marl.objectives.dqn import chosen_action_value, masked_max_action_value
 
 __all__ = ["QMixLoss"]
@@ -81,6 +88,25 @@ class QMixLoss(LossModule):
         self.double_dqn = double_dqn
         self.loss_function = check_loss_kind(loss_function)
 
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The agents' Q-network inputs now and next, the action, the mixer's state now
+        and next, the next legal actions, the reward, the done flags and the priority weight."""
+        k = self.tensor_keys
+        net = list(self.local_value_network.in_keys)
+        return unique_keys(
+            [
+                *net,
+                k.action,
+                k.state,
+                *next_keys([*net, k.state, k.action_mask]),
+                k.reward,
+                k.done,
+                k.terminated,
+                *self._weight_keys(),
+            ]
+        )
+
     def _q(self, net: TensorDictModuleBase, td: TensorDictBase) -> torch.Tensor:
         return net(td.select(*net.in_keys, strict=False)).get(self.tensor_keys.action_value)
 
@@ -113,7 +139,8 @@ class QMixLoss(LossModule):
             terminated = self._team(self._terminated(tensordict), b, "any")
             target = td_target(self.gamma, reward, terminated, next_q_tot, b)
         self._write_td_error(tensordict, q_tot - target)
-        loss = self._weighted_mean(distance_loss(q_tot, target, self.loss_function), tensordict)
+        weight = self.loss_weight(tensordict)
+        loss = self._weighted_mean(distance_loss(q_tot, target, self.loss_function), weight)
         return TensorDict(
             loss_qvalue=loss,
             q_tot_mean=q_tot.detach().mean(),

@@ -23,8 +23,10 @@ from marl.objectives.common import (
     check_loss_kind,
     distance_loss,
     match_log_prob,
+    next_keys,
     reinit_,
     td_target,
+    unique_keys,
 )
 from marl.objectives.dqn import chosen_action_value
 
@@ -41,6 +43,7 @@ class _SACBase(LossModule):
         "terminated": ("next", "terminated"),
         "priority_weight": "priority_weight",
         "priority": "td_error",
+        "agent_mask": None,
     }
 
     def __init__(
@@ -76,18 +79,40 @@ class _SACBase(LossModule):
         """The current temperature (detached)."""
         return self.log_alpha.detach().exp()
 
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The actor's and the Q-networks' inputs now and next, the action, the reward,
+        the done flags and the loss weights."""
+        k = self.tensor_keys
+        nets = [*self.actor.in_keys, *self.qvalue_networks[0].in_keys]
+        return unique_keys(
+            [
+                *nets,
+                k.action,
+                *next_keys(nets),
+                k.reward,
+                k.done,
+                k.terminated,
+                *self._weight_keys(),
+            ]
+        )
+
     def _select(self, td: TensorDictBase) -> TensorDictBase:
         keys = [*self.actor.in_keys, *self.qvalue_networks[0].in_keys]
         return td.select(*keys, strict=False)
 
     def _qvalue_loss(
-        self, td: TensorDictBase, preds: list[torch.Tensor], target: torch.Tensor
+        self,
+        td: TensorDictBase,
+        preds: list[torch.Tensor],
+        target: torch.Tensor,
+        weight: torch.Tensor | None,
     ) -> torch.Tensor:
         preds = [torch.broadcast_tensors(p, target)[0] for p in preds]
         errors = torch.stack([p - target for p in preds])
         self._write_td_error(td, errors.abs().amax(0))
         loss = sum(distance_loss(p, target, self.loss_function) for p in preds)
-        return self._weighted_mean(loss, td)
+        return self._weighted_mean(loss, weight)
 
     def _alpha_loss(self, entropy: torch.Tensor, target_entropy: float) -> torch.Tensor:
         # alpha grows when the entropy falls below its target
@@ -187,9 +212,10 @@ class SACLoss(_SACBase):
             target = td_target(
                 self.gamma, tensordict.get(k.reward), self._terminated(tensordict), next_v, b
             )
+        weight = self.loss_weight(tensordict)
         data_td = self._select(tensordict)
         preds = [net(data_td.copy()).get(k.state_action_value) for net in self.qvalue_networks]
-        loss_qvalue = self._qvalue_loss(tensordict, preds, target)
+        loss_qvalue = self._qvalue_loss(tensordict, preds, target, weight)
         # -- actor: re-parameterized action through the (frozen) critics ---------------
         dist = self.actor.get_dist(data_td)
         action = dist.rsample()
@@ -197,7 +223,7 @@ class SACLoss(_SACBase):
         pi_td = data_td.copy().set(k.action, action)
         q_pi = self._min_q(self.qvalue_networks, pi_td, detach_params=True)
         log_prob = match_log_prob(log_prob, q_pi)
-        loss_actor = self._weighted_mean(alpha * log_prob - q_pi, tensordict)
+        loss_actor = self._weighted_mean(alpha * log_prob - q_pi, weight)
         # -- temperature --------------------------------------------------------------
         if self.target_entropy == "auto":
             self.target_entropy = -float(action.shape[-1])
@@ -302,16 +328,17 @@ class DiscreteSACLoss(_SACBase):
             target = td_target(
                 self.gamma, tensordict.get(k.reward), self._terminated(tensordict), next_v, b
             )
+        weight = self.loss_weight(tensordict)
         data_td = self._select(tensordict)
         all_q = self._all_q(self.qvalue_networks, data_td)
         action = tensordict.get(k.action)
         preds = [chosen_action_value(q, action) for q in all_q]
-        loss_qvalue = self._qvalue_loss(tensordict, preds, target)
+        loss_qvalue = self._qvalue_loss(tensordict, preds, target, weight)
         # the Q-values do not depend on the actor: detached outputs train only the actor
         q_min = torch.stack(all_q).amin(0).detach()
         probs, log_probs = self._probs(data_td, self.actor)
         per_state = (probs * (alpha * log_probs - q_min)).sum(-1, keepdim=True)
-        loss_actor = self._weighted_mean(per_state, tensordict)
+        loss_actor = self._weighted_mean(per_state, weight)
         entropy = -(probs * log_probs).sum(-1)
         if self.target_entropy == "auto":
             n = self.num_actions or probs.shape[-1]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 import torch
 from torch import nn
@@ -63,6 +64,13 @@ class SoftUpdate:
                 if not d.is_floating_point():
                     d.copy_(s)
 
+    def state_dict(self) -> dict[str, Any]:
+        """No state besides the networks (saved with the loss): ``{}``."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""
+
 
 class HardUpdate:
     """Copy the online parameters into the targets every ``period`` calls to ``step()``.
@@ -94,3 +102,11 @@ class HardUpdate:
         if self.counter % self.period == 0:
             for src, dst in self._pairs:
                 torch._foreach_copy_(dst, src)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The step counter (the phase of the next copy)."""
+        return {"counter": self.counter}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self.counter = int(state["counter"])

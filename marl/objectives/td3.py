@@ -11,7 +11,15 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 from torch import nn
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, reinit_, td_target
+from marl.objectives.common import (
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    next_keys,
+    reinit_,
+    td_target,
+    unique_keys,
+)
 from marl.objectives.ddpg import q_frozen
 
 __all__ = ["TD3Loss"]
@@ -66,6 +74,7 @@ class TD3Loss(LossModule):
         "terminated": ("next", "terminated"),
         "priority_weight": "priority_weight",
         "priority": "td_error",
+        "agent_mask": None,
     }
 
     def __init__(
@@ -101,6 +110,24 @@ class TD3Loss(LossModule):
         self.loss_function = check_loss_kind(loss_function)
         self._calls = 0
 
+    @property
+    def in_keys(self) -> list[NestedKey]:
+        """The actor's and the Q-networks' inputs now and next, the reward, the done
+        flags and the loss weights."""
+        k = self.tensor_keys
+        nets = [*self.actor.in_keys, *self.qvalue_networks[0].in_keys]
+        return unique_keys(
+            [*nets, *next_keys(nets), k.reward, k.done, k.terminated, *self._weight_keys()]
+        )
+
+    def get_extra_state(self) -> dict[str, int]:
+        """The delayed-actor counter, saved in the module's ``state_dict``."""
+        return {"calls": self._calls}
+
+    def set_extra_state(self, state: dict[str, int]) -> None:
+        """Restore :meth:`get_extra_state`."""
+        self._calls = int(state["calls"])
+
     def _select(self, td: TensorDictBase) -> TensorDictBase:
         return td.select(*self.actor.in_keys, *self.qvalue_networks[0].in_keys, strict=False)
 
@@ -130,13 +157,14 @@ class TD3Loss(LossModule):
         preds = [torch.broadcast_tensors(p, target)[0] for p in preds]
         self._write_td_error(tensordict, torch.stack([p - target for p in preds]).abs().amax(0))
         loss_q = sum(distance_loss(p, target, self.loss_function) for p in preds)
-        loss_qvalue = self._weighted_mean(loss_q, tensordict)
+        weight = self.loss_weight(tensordict)
+        loss_qvalue = self._weighted_mean(loss_q, weight)
         update_actor = self._calls % self.policy_delay == 0
         self._calls += 1
         if update_actor:
             pi_td = self.actor(data_td)
             q_pi = q_frozen(self.qvalue_networks[0], pi_td, k.state_action_value)
-            loss_actor = -self._weighted_mean(q_pi, tensordict)
+            loss_actor = -self._weighted_mean(q_pi, weight)
         else:
             loss_actor = torch.zeros((), device=target.device)
         return TensorDict(

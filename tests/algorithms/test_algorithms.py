@@ -280,7 +280,8 @@ def test_state_dict_round_trip(name, tmp_path):
     for (k, p), (_, q) in zip(
         trainer.algorithm.state_dict().items(), restored.algorithm.state_dict().items()
     ):
-        assert torch.equal(p, q), k
+        # tensors, and modules' extra state (TD3's delayed-actor counter)
+        assert torch.equal(p, q) if isinstance(p, torch.Tensor) else p == q, k
     opt_a = trainer.algorithm.learners["root"].optimizer.state_dict()
     opt_b = restored.algorithm.learners["root"].optimizer.state_dict()
     assert all(

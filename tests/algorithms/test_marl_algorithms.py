@@ -9,9 +9,9 @@ import torch
 from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.algorithms import Algorithm, Trainer, get_algorithm, group_infos
-from marl.algorithms._learners import apply_agent_mask
 from marl.algorithms.vdn import MaskedAgentValues
 from marl.envs import RewardSum, TransformedEnv
+from marl.modules import MLP, MultiAgentMLP
 from marl.specs import Unbounded
 from marl.testing import MultiAgentFakeEnv
 
@@ -154,6 +154,50 @@ def test_centralized_critic_reads_state_or_group():
     assert ippo.learners["walker"].loss.critic.in_keys == [("walker", "observation")]
 
 
+def _net_inputs(critic) -> list[tuple[int, ...]]:
+    """Record the input shapes of the MLP inside a centralized critic."""
+    shapes = []
+    critic.module.net.register_forward_pre_hook(lambda _, a: shapes.append(tuple(a[0].shape)))
+    return shapes
+
+
+@pytest.mark.parametrize("use_state", [True, False])
+@pytest.mark.parametrize("name", ["mappo", "maddpg", "masac"])
+def test_shared_centralized_critic_runs_its_mlp_once_not_once_per_agent(name, use_state):
+    env = _multi()
+    cfg = {"walker": small(name, use_state=use_state)}
+    algo = Algorithm({"walker": name, "picker": "ippo"}, config=cfg).build(env, seed=0)
+    loss = algo.learners["walker"].loss
+    critic = {"mappo": "critic", "maddpg": "value_network"}.get(name)
+    critic = getattr(loss, critic) if critic else loss.qvalue_networks[0]
+    assert isinstance(critic.module.net, MLP)
+    shapes = _net_inputs(critic)
+    td = algo.policy(env.reset())
+    out = critic(td.clone())[critic.out_keys[0]]
+    # the MLP saw [B, F] rows, one per env, not [B, n_agents, F]
+    assert len(shapes) == 1 and len(shapes[0]) == 2 and shapes[0][0] == 4, shapes
+    assert out.shape == (4, 2, 1)
+    assert (out == out[:, :1]).all()  # shared parameters, same input: one value per env
+    # the same values as the old way: the MLP on the input expanded to every agent
+    central = critic.module
+    xs = [td.get(k) for k in critic.in_keys]
+    parts = [
+        x.reshape(*x.shape[: x.ndim - nd], -1).float() for x, nd in zip(xs, central.flat_ndims)
+    ]
+    h = torch.cat(parts, -1)
+    old = central.net(h.unsqueeze(-2).expand(4, 2, h.shape[-1]))
+    torch.testing.assert_close(out, old)
+
+
+def test_per_agent_centralized_critic_keeps_one_mlp_per_agent():
+    env = _multi()
+    cfg = small("mappo", share_critic_params=False)
+    critic = Algorithm("mappo", config=cfg).build(env, seed=0).learners["walker"].loss.critic
+    assert isinstance(critic.module.net, MultiAgentMLP) and not critic.module.net.share_params
+    out = critic(env.reset())["walker", "state_value"]
+    assert out.shape == (4, 2, 1) and not torch.allclose(out[:, 0], out[:, 1])
+
+
 @pytest.mark.parametrize("name", ["mappo", "maddpg", "masac"])
 def test_critic_scope_all_sees_other_groups(name):
     env = _multi()
@@ -246,13 +290,12 @@ def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     assert group_infos(env)[group].has_agent_mask
     if name in ("vdn", "qmix"):  # the loss is on Q_tot: masked agents' Qs are zeroed instead
         assert isinstance(learner.loss.local_value_network, MaskedAgentValues)
-    else:
-        assert learner.agent_mask_key == (group, "mask")
+    else:  # the loss masks its own per-agent terms
+        assert learner.loss.tensor_keys.agent_mask == (group, "mask")
     batch = _batch(algo, env).reshape(-1)
     batch[group, "mask"][:, 0] = False  # agent 0 never acts
     batch["next", group, "mask"][:, 0] = False
-    td = apply_agent_mask(learner, batch.clone())
-    out = learner.loss(td)
+    out = learner.loss(batch.clone())
     learner.optimizer.zero_grad()
     sum(v for k, v in out.items() if k.startswith("loss_") and v.requires_grad).backward()
     bad = _zero_agent_grads(learner, 0)
@@ -265,20 +308,30 @@ def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     )
 
 
-def test_masked_advantage_normalization_ignores_masked_agents():
+@pytest.mark.parametrize("name", ["ippo", "mappo"])
+def test_masked_advantage_normalization_ignores_masked_agents(name):
     env = _multi(8, MaskedFakeEnv)
-    algo = Algorithm("ippo", config=small("ippo")).build(env, seed=0)
-    learner = algo.learners["walker"]
-    assert learner.loss.normalize_advantage is False  # done by apply_agent_mask instead
+    algo = Algorithm(name, config=small(name)).build(env, seed=0)
+    loss = algo.learners["walker"].loss
+    assert loss.normalize_advantage and loss.tensor_keys.agent_mask == ("walker", "mask")
     batch = _batch(algo, env).reshape(-1)
     mask = batch["walker", "mask"]
-    batch["walker", "advantage"][~mask] = 1e6  # garbage where masked
-    td = apply_agent_mask(learner, batch.clone())
-    adv = td["walker", "advantage"][mask]
-    assert adv.abs().max() < 100
-    assert adv.mean().abs() < 1e-4 and (adv.std() - 1).abs() < 1e-3
-    assert (td["walker", "advantage"][~mask] == 0).all()
-    weight = td["walker", "loss_weight"]
+    assert mask.any() and not mask.all()
+
+    def objective(adv_masked: float, scale: float = 1.0, shift: float = 0.0) -> torch.Tensor:
+        td = batch.clone()
+        adv = td["walker", "advantage"]
+        adv[mask] = adv[mask] * scale + shift
+        adv[~mask] = adv_masked  # garbage where masked (a dead agent's advantage)
+        return loss(td)["loss_objective"].detach()
+
+    reference = objective(0.0)
+    # masked agents count neither in the standardization nor in the objective
+    assert torch.allclose(objective(1e6), reference) and torch.allclose(objective(-1e6), reference)
+    # standardized: an affine change of the unmasked advantages changes nothing
+    assert torch.allclose(objective(1e6, scale=3.0, shift=5.0), reference, atol=1e-6)
+    # the loss weights: 0 for masked agents, mean 1
+    weight = loss.loss_weight(batch)
     assert (weight[~mask] == 0).all() and torch.isclose(weight.mean(), torch.tensor(1.0))
 
 
@@ -347,14 +400,13 @@ def test_agent_mask_weight_combines_with_priority_weights():
     env = _multi(8, MaskedFakeEnv)
     algo = Algorithm({"walker": "isac", "picker": "iql"}, config={"walker": small("isac")})
     algo.build(env, seed=0)
-    learner = algo.learners["walker"]
-    assert learner.loss.tensor_keys.priority_weight == ("walker", "loss_weight")
+    loss = algo.learners["walker"].loss
+    assert loss.tensor_keys.agent_mask == ("walker", "mask")
     batch = _batch(algo, env).reshape(-1)
     batch["priority_weight"] = torch.linspace(0.5, 1.5, batch.numel())
-    td = apply_agent_mask(learner, batch.clone())
     mask = batch["walker", "mask"].float()
     expected = mask / mask.mean() * batch["priority_weight"][:, None]
-    assert torch.allclose(td["walker", "loss_weight"], expected)
+    assert torch.allclose(loss.loss_weight(batch), expected)
 
 
 @pytest.mark.parametrize("name", ["mappo", "qmix"])

@@ -318,6 +318,37 @@ def test_estimator_runs_value_network_without_grad():
     assert td["next", "agents", "state_value"].shape == (4, 9, 3, 1)
 
 
+@pytest.mark.parametrize("cls", [GAE, TD0, TDLambda])
+def test_value_network_runs_once_on_s_and_next_s(cls):
+    from tensordict.nn import TensorDictModule
+
+    calls = []
+
+    class Counted(torch.nn.Linear):
+        def forward(self, x):
+            calls.append(tuple(x.shape))
+            return super().forward(x)
+
+    td = _group_td(seed=9)
+    del td["agents", "state_value"], td["next", "agents", "state_value"]
+    net = TensorDictModule(Counted(2, 1), [("agents", "observation")], [("agents", "state_value")])
+    est = cls(gamma=0.9, value_network=net).set_keys(value=("agents", "state_value"))
+    est(td)
+    # one call for V(s) and V(s'): the two inputs stacked on a leading dim
+    assert calls == [(2, 4, 9, 3, 2)]
+    # the same values and advantages as two separate calls (the old way)
+    obs, next_obs = td["agents", "observation"], td["next", "agents", "observation"]
+    with torch.no_grad():
+        value, next_value = net.module(obs), net.module(next_obs)
+    torch.testing.assert_close(td["agents", "state_value"], value)
+    torch.testing.assert_close(td["next", "agents", "state_value"], next_value)
+    ref = _group_td(seed=9)
+    ref["agents", "state_value"], ref["next", "agents", "state_value"] = value, next_value
+    cls(gamma=0.9).set_keys(value=("agents", "state_value"))(ref)
+    torch.testing.assert_close(td["advantage"], ref["advantage"])
+    torch.testing.assert_close(td["value_target"], ref["value_target"])
+
+
 def test_vtrace_class_reads_log_probs():
     td = _group_td(seed=8)
     lp = torch.randn(4, 9, 3)
