@@ -129,7 +129,9 @@ def test_catalogue_ships_with_the_package(tmp_path):
     subprocess.run(cmd, check=True, capture_output=True, text=True)
     assert (target / "marl" / "tasks" / "vmas" / "navigation.yaml").is_file()
     # the hydra configs, the benchmark suites and the Ray launcher plugin ship too
-    assert (target / "marl" / "conf" / "algorithm" / "mappo.yaml").is_file()
+    # (algorithm configs are structured configs registered in code; the presets are YAML)
+    assert (target / "marl" / "conf" / "config.yaml").is_file()
+    assert (target / "marl" / "conf" / "experiment" / "debug.yaml").is_file()
     assert (target / "marl" / "bench" / "suites" / "vmas_small.yaml").is_file()
     assert (target / "hydra_plugins" / "marl_ray_launcher" / "ray_launcher.py").is_file()
     code = (
@@ -145,6 +147,10 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "assert len(list_tasks()) == 22\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
+        # the installed copy composes marl-run's config, presets included
+        "from marl.experiment.cli import compose_config\n"
+        "cfg = compose_config(['algorithm=qmix', 'experiment=debug'])\n"
+        "assert cfg.algorithm.name == 'qmix' and cfg.experiment.check_actions, cfg\n"
     )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
