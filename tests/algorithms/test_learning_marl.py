@@ -13,6 +13,13 @@ The competitive (simple_tag) and turn-based (tictactoe) tests check each trained
 policy against fixed opponents and against the same network before training; their
 docstrings say how.
 
+Every test fails when learning is disabled. Checked by running this file with
+``torch.optim.Adam.step`` (and ``Optimizer.step``) replaced by a no-op: all 20
+failed. On navigation the untrained deterministic policies' margins over the
+better baseline were -5.8 to +0.016 (required: 0.25 to 0.4); in simple_tag the
+adversaries tagged 2.75 times per episode, exactly as before training; in
+tictactoe the record stayed the untrained network's.
+
 Each test prints one summary line (run pytest with ``-s``), with its wall and CPU
 time: the set takes about 580 CPU seconds on one thread.
 """
