@@ -18,7 +18,8 @@ experiment runner writes ``status.json`` there (``{"status": "running" |
 Before launching, ``run_suite`` writes ``OUTPUT/references.json`` (the suite's
 ``references:``, for ``marl-report --check``) and ``OUTPUT/baselines.json`` (the
 random and no-op policy's scores under each run's evaluation settings, see
-:mod:`marl.bench.baselines`).
+:mod:`marl.bench.baselines`) and ``OUTPUT/plan.json`` (every run of the suite, so
+that ``marl-report`` names the missing ones, see :mod:`marl.report.plan`).
 """
 
 from __future__ import annotations
@@ -361,6 +362,12 @@ def run_suite(
         where = suite.path or suite.name
         write_references(output / REFERENCES_FILENAME, suite.references, f"suite {where}")
         message(f"{len(suite.references)} references -> {output / REFERENCES_FILENAME}")
+    # the report calls missing exactly the planned runs without results (not the
+    # pairs a suite excludes on purpose)
+    from marl.report.plan import PLAN_FILENAME, write_plan
+
+    runs = [(p.run.task, p.run.algorithm, p.run.seed) for p in plan]
+    write_plan(output / PLAN_FILENAME, runs, f"marl-bench {suite.path or suite.name}")
     baselines_file = None
     if baselines:
         from marl.bench.baselines import suite_baselines

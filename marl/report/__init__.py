@@ -11,6 +11,8 @@
   runs against them (``marl-report --check``).
 - :mod:`marl.report.baselines`: ``baselines.json``, the random and no-op
   policy's scores that ``marl-bench`` writes next to a suite's runs.
+- :mod:`marl.report.plan`: ``plan.json``, the runs a benchmark meant to make (so a
+  report names exactly the missing ones).
 - :mod:`marl.report.cli`: the ``marl-report`` command (``python -m marl.report``).
 
 Importing this package loads numpy only; matplotlib is imported when a figure
@@ -25,6 +27,7 @@ from marl.report.baselines import (
 )
 from marl.report.compare import Comparison, compare_results, render_comparison
 from marl.report.markdown import render_markdown
+from marl.report.plan import PLAN_FILENAME, load_plan, write_plan
 from marl.report.references import (
     REFERENCES_FILENAME,
     Reference,
@@ -49,6 +52,7 @@ from marl.report.results import (
 
 __all__ = [
     "BASELINES_FILENAME",
+    "PLAN_FILENAME",
     "REFERENCES_FILENAME",
     "RESULTS_FILENAME",
     "BaselineEntry",
@@ -68,11 +72,13 @@ __all__ = [
     "compare_results",
     "find_results_files",
     "load_baselines",
+    "load_plan",
     "load_references",
     "load_results",
     "parse_references",
     "render_comparison",
     "render_markdown",
     "write_baselines",
+    "write_plan",
     "write_references",
 ]

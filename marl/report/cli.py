@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.report.baselines import BASELINES_FILENAME, BaselineEntry, load_baselines, write_baselines
+from marl.report.plan import PLAN_FILENAME, load_plan, write_plan
 from marl.report.references import (
     REFERENCES_FILENAME,
     Reference,
@@ -22,6 +23,7 @@ from marl.report.results import (
     RESULTS_FILENAME,
     ResultsFormatError,
     ResultsTable,
+    RunKey,
     find_results_files,
     load_results,
 )
@@ -72,11 +74,12 @@ def _merge_references(found: list[tuple[Path, list[Reference]]]) -> list[Referen
 
 def load_side_files(
     folders: Sequence[str | Path], references: Sequence[str | Path] = ()
-) -> tuple[list[Reference], list[BaselineEntry]]:
-    """The references and baselines that go with the runs of ``folders``.
+) -> tuple[list[Reference], list[BaselineEntry], list[RunKey] | None]:
+    """The references, baselines and planned runs that go with the runs of ``folders``.
 
-    Each folder may hold ``references.json`` and ``baselines.json`` (marl-bench writes
-    both into its output folder, marl-report copies them into its report folder).
+    Each folder may hold ``references.json``, ``baselines.json`` and ``plan.json``
+    (marl-bench writes them into its output folder, marl-report copies them into
+    its report folder). The plan is ``None`` unless every folder has one.
     Files given in ``references`` (JSON or YAML: a list, or a mapping with a
     ``references`` key, such as a suite file) replace the folders' references.
 
@@ -96,7 +99,11 @@ def load_side_files(
     for d in dirs:
         if (d / BASELINES_FILENAME).is_file():
             baselines += [e for e in load_baselines(d / BASELINES_FILENAME) if e not in baselines]
-    return _merge_references(found), baselines
+    plans = [d / PLAN_FILENAME for d in dirs]
+    planned = None
+    if dirs and all(p.is_file() for p in plans):
+        planned = list(dict.fromkeys(k for p in plans for k in load_plan(p)))
+    return _merge_references(found), baselines, planned
 
 
 def _load_bounds(path: str | None) -> dict[str, list[float]] | None:
@@ -215,13 +222,13 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
     first = Path(args.folders[0])
     out = Path(args.out) if args.out else (first.parent if first.is_file() else first) / "report"
     table, paths = load_folders(args.folders)
-    references, baselines = load_side_files(args.folders, args.references)
+    references, baselines, planned = load_side_files(args.folders, args.references)
     if args.check and not references:
         raise ValueError(
             f"--check: no references to check: no {REFERENCES_FILENAME} in "
             f"{', '.join(map(str, args.folders))} and no --references FILE"
         )
-    rep = build_report(table, config, references, baselines)
+    rep = build_report(table, config, references, baselines, planned)
     out.mkdir(parents=True, exist_ok=True)
     figures = {}
     if not args.no_figures:
@@ -235,6 +242,11 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
         write_references(out / REFERENCES_FILENAME, references, f"copied by {command}")
     if baselines:
         write_baselines(out / BASELINES_FILENAME, baselines, f"copied by {command}")
+    if planned is not None:
+        seeds = [k.seed.removeprefix("seed_") for k in planned]
+        runs = [(k.task_id, k.algorithm, int(s) if s.isdigit() else s)
+                for k, s in zip(planned, seeds)]  # fmt: skip
+        write_plan(out / PLAN_FILENAME, runs, f"copied by {command}", merge=False)
     incomplete = sum(not s.complete for s in rep.statuses)
     summary = (
         f"wrote {out / 'report.md'} and {len(figures)} figures: {len(paths)} files, "

@@ -78,15 +78,18 @@ def _runs_section(rep: Report) -> list[str]:
     ]
     out += [table(header, rows), ""]
     n_complete = sum(st.complete for st in rep.statuses)
+    of_plan = "" if rep.planned is None else f" of the {len(rep.planned)} planned (`plan.json`)"
     out.append(
-        f"{len(rep.statuses)} runs found, {n_complete} complete, {len(rep.missing)} missing."
+        f"{len(rep.statuses)} runs found, {n_complete} complete, "
+        f"{len(rep.missing)} missing{of_plan}."
     )
     if rep.missing:
-        out += [
-            "",
-            "Missing runs (in the algorithm x task x seed grid of their env, but not found):",
-            "",
-        ]
+        where = (
+            "in the algorithm x task x seed grid of their env"
+            if rep.planned is None
+            else "planned by the benchmark"
+        )
+        out += ["", f"Missing runs ({where}, but not found):", ""]
         out += [f"- `{m}`" for m in rep.missing]
     incomplete = [st for st in rep.statuses if not st.complete]
     if incomplete:

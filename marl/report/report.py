@@ -103,6 +103,7 @@ class Report:
     sources: list[str]
     statuses: list[RunStatus]
     missing: list[RunKey]
+    """The planned runs without results (guessed from the grid when ``planned`` is None)."""
     notes: list[str]
     task_ids: list[str]
     algorithms: list[str]
@@ -121,14 +122,20 @@ class Report:
     """marl's result next to each reference, with the verdict (see :mod:`marl.report.references`)."""
     baselines: dict[str, list[BaselineEntry]] = field(default_factory=dict)
     """task -> the random and no-op baselines of its runs (one entry per evaluation setting)."""
+    planned: list[RunKey] | None = None
+    """The runs of the benchmark's ``plan.json``, when there was one."""
 
 
 def run_statuses(
-    table: ResultsTable, total_frames: int | None = None
+    table: ResultsTable,
+    total_frames: int | None = None,
+    planned: Sequence[RunKey] | None = None,
 ) -> tuple[list[RunStatus], list[RunKey]]:
-    """Which runs are complete, and which runs of the grid are missing.
+    """Which runs are complete, and which planned runs are missing.
 
-    The grid of an env is every algorithm x task x seed seen in that env.
+    With ``planned`` (a benchmark's ``plan.json``), the missing runs are the planned
+    ones without results. Without it, they are guessed from a grid: every
+    algorithm x task x seed seen in an env.
 
     Returns:
         (a status per run, the missing runs).
@@ -162,6 +169,9 @@ def run_statuses(
         else:
             status = RunStatus(run, n, count, True, "", elapsed)
         statuses.append(status)
+    if planned is not None:
+        present = set(table.runs)
+        return statuses, sorted(k for k in dict.fromkeys(planned) if k not in present)
     missing = []
     for env in sorted({r.env for r in table.runs}):
         runs = [r for r in table.runs if r.env == env]
@@ -289,6 +299,7 @@ def build_report(
     config: ReportConfig | None = None,
     references: Sequence[Reference] = (),
     baselines: Sequence[BaselineEntry] = (),
+    planned: Sequence[RunKey] | None = None,
 ) -> Report:
     """Compute every table and figure's numbers for the runs of ``table``.
 
@@ -298,6 +309,8 @@ def build_report(
         references: reference scores to check the runs against
             (:func:`marl.report.references.check_references`).
         baselines: the random and no-op baselines of the tasks (``baselines.json``).
+        planned: the runs the benchmark meant to make (``plan.json``); without it the
+            missing runs are guessed from the algorithm x task x seed grid.
 
     Returns:
         The :class:`Report`.
@@ -322,7 +335,7 @@ def build_report(
     config = config or ReportConfig()
     if not table.runs:
         raise ValueError("no runs to report on")
-    statuses, missing = run_statuses(table, config.total_frames)
+    statuses, missing = run_statuses(table, config.total_frames, planned)
     raw, notes = final_scores(table, config, statuses)
     task_ids = table.task_ids
     overrides, bound_sources = _resolve_bounds(config, task_ids)
@@ -343,6 +356,7 @@ def build_report(
         sources=sorted({str(p) for p in table.sources.values()}),
         statuses=statuses,
         missing=missing,
+        planned=None if planned is None else list(planned),
         notes=notes,
         task_ids=task_ids,
         algorithms=table.algorithms,

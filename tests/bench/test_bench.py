@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import json
+import shutil
 import sys
 import types
 from pathlib import Path
@@ -13,6 +15,7 @@ import yaml
 from marl.bench import SuiteError, list_suites, load_suite, plan_runs, run_suite
 from marl.bench import cli as bench_cli
 from marl.bench import runner as bench_runner
+from marl.report.cli import main as report_main
 
 FAKE = [sys.executable, str(Path(__file__).with_name("fake_runner.py"))]
 SUITE = {
@@ -290,3 +293,23 @@ def test_cli_subset_of_a_suite(tmp_path, capsys):
     assert "--algorithms: ['mapo'] not in suite 'vmas_small'" in capsys.readouterr().err
     assert bench_cli.main([*args, "--seeds", "9"]) == 2
     assert "--seeds: expected 1..3, got 9" in capsys.readouterr().err
+
+
+def test_report_names_only_the_planned_runs_as_missing(tmp_path, monkeypatch, capsys):
+    """A suite's excluded pairs are not missing runs; a planned run without results is."""
+    pytest.importorskip("matplotlib")
+    monkeypatch.setattr(bench_runner, "DEFAULT_RUNNER", tuple(FAKE))
+    path = write_suite(tmp_path, tasks=["vmas/navigation", "vmas/balance"],
+                       exclude=[{"algorithm": "ippo", "task": "vmas/balance"}])  # fmt: skip
+    out = tmp_path / "out"
+    args = [str(path), "--output", str(out), "--quiet", "--no-baselines"]
+    assert bench_cli.main(args) == 0, capsys.readouterr()
+    plan = json.loads((out / "plan.json").read_text())["runs"]
+    assert len(plan) == 6 and {"task": "vmas/balance", "algorithm": "ippo", "seed": 0} not in plan
+    shutil.rmtree(out / "mappo" / "vmas_balance" / "seed_1")  # a run lost on the way
+    assert report_main([str(out), "--out", str(out / "report"), "--no-figures"]) == 0
+    text = (out / "report" / "report.md").read_text()
+    assert "5 runs found, 5 complete, 1 missing of the 6 planned (`plan.json`)." in text
+    assert "- `vmas/balance/mappo/seed_1`" in text
+    assert "vmas/balance/ippo" not in text  # excluded by the suite: not missing
+    assert (out / "report" / "plan.json").is_file()  # the report folder re-reads on its own
