@@ -251,7 +251,6 @@ class PrioritizedSampler(Sampler):
         self.dtype = dtype
         self._np_dtype = np.float32 if tree_dtype_name(dtype) == "float32" else np.float64
         self._torch_dtype = torch.float32 if self._np_dtype is np.float32 else torch.float64
-        self._np_max = self._np_dtype(np.finfo(self._np_dtype).max)
         self._init_max_priority = float(max_priority)
         self._max_priority = float(max_priority)
         self._sum = SumTree(self.capacity, dtype)
@@ -349,9 +348,24 @@ class PrioritizedSampler(Sampler):
         The replay buffer calls it with ``bound = len(buffer)``, so that the slot
         check and the write are one compiled call.
 
+        Args:
+            index: slots, any shape (flattened).
+            priority: as in :meth:`update_priority`.
+            bound: one past the highest valid slot (at most the capacity is used).
+
         Raises:
             IndexError: for a slot outside ``[0, bound)``.
             ValueError: as :meth:`update_priority`; ``bound`` above the capacity.
+
+        Examples:
+            >>> sampler = PrioritizedSampler(8, alpha=1.0, beta=1.0, eps=0.0)
+            >>> sampler.update_priority_below(torch.tensor([0, 2]), torch.tensor([3.0, 1.0]), 3)
+            >>> sampler.sum_tree.total(), sampler.max_priority
+            (4.0, 3.0)
+            >>> sampler.update_priority_below(torch.tensor([3]), torch.tensor([1.0]), 3)
+            Traceback (most recent call last):
+            ...
+            IndexError: PrioritizedSampler.update_priority: index 3 (at position 0) is out of range for capacity 3; expected 0 <= index < 3
         """
         idx = _as_numpy(index, np.int64).reshape(-1)
         if (
