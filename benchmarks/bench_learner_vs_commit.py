@@ -18,6 +18,10 @@ only the public API both commits share (``Algorithm``, ``Collector``, ``Trainer`
   its evaluation, logging and checkpoints).
 - ``masac`` / ``qmix``: one gradient step (sample, loss, backward, Adam, target update)
   at batch 256 with the suites' networks (2x256 relu; QMIX on discrete navigation).
+- ``per``: one prioritized replay iteration, ``sample(512)`` then ``update_priority``,
+  on a full ``ReplayBuffer(TensorStorage(2**21))`` with a ``PrioritizedSampler``
+  (items as in ``bench_replay_buffer.py``: obs float32[32], action float32[4], reward,
+  td_error); fresh random priorities each time, so the sampled rows are cache misses.
 
 Run (from the repository root; ``git worktree add /work/base-2ae8056 2ae8056`` and a
 venv for it first)::
@@ -44,7 +48,7 @@ import sys
 import time
 from pathlib import Path
 
-CASES = ("update256", "update64", "e2e256", "e2e64", "masac", "qmix")
+CASES = ("update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per")
 NUM_ENVS, STEPS = 60, 100
 
 
@@ -263,6 +267,48 @@ def child_off_policy(name: str, repeats: int) -> dict:
     }
 
 
+def child_per(repeats: int, capacity: int = 2**21, batch: int = 512) -> dict:
+    """Per-iteration time of ``sample(batch)`` + ``update_priority`` on a full buffer."""
+    import torch
+    from tensordict import TensorDict
+
+    from marl.data import PrioritizedSampler, ReplayBuffer, TensorStorage
+
+    sampler = PrioritizedSampler(capacity, alpha=0.7, beta=0.5)
+    rb = ReplayBuffer(TensorStorage(capacity), sampler=sampler)
+    g = torch.Generator().manual_seed(0)
+    chunk = 1 << 16
+    data = TensorDict(
+        {
+            "obs": torch.randn(chunk, 32, generator=g),
+            "action": torch.randn(chunk, 4, generator=g),
+            "reward": torch.randn(chunk, 1, generator=g),
+            "td_error": torch.rand(chunk, 1, generator=g),
+        },
+        [chunk],
+    )
+    for _ in range(capacity // chunk):
+        rb.extend(data)
+    rb.update_priority(torch.arange(capacity), torch.rand(capacity, generator=g))
+    for leaf in rb.storage.storage.values(True, True):
+        leaf.sum()  # fault every page in before timing
+    priorities = [torch.rand(batch, generator=g) for _ in range(64)]
+    iters = 500
+    samples = []
+    for i in range(repeats + 1):
+        start = _clock()
+        for k in range(iters):
+            index = rb.sample(batch)["index"]
+            rb.update_priority(index, priorities[k % 64])
+        wall, cpu = _since(start)
+        if i:
+            samples.append((wall * 1e6 / iters, cpu * 1e6 / iters))
+    return {
+        "iter_us": statistics.median(s[0] for s in samples),
+        "iter_cpu_us": statistics.median(s[1] for s in samples),
+    }
+
+
 def child(case: str, repeats: int, frames: int, bare: bool) -> dict:
     import torch
 
@@ -271,6 +317,8 @@ def child(case: str, repeats: int, frames: int, bare: bool) -> dict:
         return child_update(256 if case == "update256" else None, repeats, bare)
     if case in ("e2e256", "e2e64"):
         return child_e2e(256 if case == "e2e256" else None, frames)
+    if case == "per":
+        return child_per(repeats)
     return child_off_policy(case, repeats)
 
 
@@ -341,7 +389,7 @@ def _summarize(key: str, rows: dict[str, list[dict]]) -> dict[str, float]:
     if not base:
         return out
     out["base"] = statistics.median(base)
-    if key.endswith("_ms") or key.startswith("fps"):
+    if key.endswith(("_ms", "_us")) or key.startswith("fps"):
 
         def speedup(n: float, b: float) -> float:
             return n / b if key.startswith("fps") else b / n

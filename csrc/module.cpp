@@ -6,9 +6,11 @@ namespace nb = nanobind;
 
 void bind_segment_tree(nb::module_& m);
 void bind_scan(nb::module_& m);
+void bind_replay_ops(nb::module_& m);
 
 NB_MODULE(_C, m) {
-  m.doc() = "marl's compiled kernels: segment trees and backward scans.";
+  m.doc() = "marl's compiled kernels: segment trees, replay-buffer kernels and backward scans.";
   bind_segment_tree(m);
   bind_scan(m);
+  bind_replay_ops(m);
 }

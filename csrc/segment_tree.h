@@ -225,12 +225,15 @@ class SegmentTree {
   void update_range(const int64_t* idx, const T* val, int64_t n, int64_t nval, int64_t lo,
                     int64_t hi, bool filter) {
     T* leaves = data_;
+    constexpr int64_t kAhead = 8;
     for (int64_t i = 0; i < n; ++i) {
+      // Random slots of a large tree miss the cache: prefetch (for writing) the
+      // leaves a few updates ahead so that the misses overlap.
+      if (i + kAhead < n) __builtin_prefetch(leaves + idx[i + kAhead], 1);
       int64_t k = idx[i];
       if (filter && (k < lo || k >= hi)) continue;
       leaves[k] = val[nval == 1 ? 0 : i];
     }
-    constexpr int64_t kAhead = 8;
     for (int l = 0; l + 1 < num_levels(); ++l) {
       const T* src = level(l);
       T* dst = level(l + 1);

@@ -279,12 +279,14 @@ class ReplayBuffer:
         elif isinstance(index, torch.Tensor):
             index = index.detach().cpu().numpy()
         index = np.asarray(index)
-        if index.size and (index.min() < 0 or index.max() >= len(self)):
+        try:
+            # The slot check (against the stored items) runs in the compiled write.
+            self._sampler.update_priority_below(index, priority, len(self))
+        except IndexError:
             raise IndexError(
                 f"priority indices must lie in [0, {len(self)}) (the stored items), "
                 f"got values in [{index.min()}, {index.max()}]"
-            )
-        self._sampler.update_priority(index, priority)
+            ) from None
 
     def update_tensordict_priority(self, data: TensorDictBase) -> None:
         """Updates priorities from ``data["index"]`` and ``data[priority_key]``.

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from marl import _C
 from marl.data._trees import MinTree, SumTree, tree_dtype_name
 from marl.data.storages import Storage
 
@@ -175,6 +176,9 @@ class SamplerWithoutReplacement(Sampler):
         return f"{type(self).__name__}(drop_last={self.drop_last}, shuffle={self.shuffle})"
 
 
+_FLOATS = (torch.float32, torch.float64)
+
+
 def _as_numpy(x: Any, dtype: Any) -> np.ndarray:
     if isinstance(x, torch.Tensor):
         x = x.detach()
@@ -247,7 +251,6 @@ class PrioritizedSampler(Sampler):
         self.dtype = dtype
         self._np_dtype = np.float32 if tree_dtype_name(dtype) == "float32" else np.float64
         self._torch_dtype = torch.float32 if self._np_dtype is np.float32 else torch.float64
-        self._np_max = self._np_dtype(np.finfo(self._np_dtype).max)
         self._init_max_priority = float(max_priority)
         self._max_priority = float(max_priority)
         self._sum = SumTree(self.capacity, dtype)
@@ -337,16 +340,49 @@ class PrioritizedSampler(Sampler):
             IndexError: for a slot outside ``[0, capacity)``.
             ValueError: for a NaN, inf or negative priority, or a shape mismatch.
         """
+        self.update_priority_below(index, priority, self.capacity)
+
+    def update_priority_below(self, index: Any, priority: Any, bound: int) -> None:
+        """:meth:`update_priority` for slots that must lie in ``[0, bound)``.
+
+        The replay buffer calls it with ``bound = len(buffer)``, so that the slot
+        check and the write are one compiled call.
+
+        Args:
+            index: slots, any shape (flattened).
+            priority: as in :meth:`update_priority`.
+            bound: one past the highest valid slot (at most the capacity is used).
+
+        Raises:
+            IndexError: for a slot outside ``[0, bound)``.
+            ValueError: as :meth:`update_priority`; ``bound`` above the capacity.
+
+        Examples:
+            >>> sampler = PrioritizedSampler(8, alpha=1.0, beta=1.0, eps=0.0)
+            >>> sampler.update_priority_below(torch.tensor([0, 2]), torch.tensor([3.0, 1.0]), 3)
+            >>> sampler.sum_tree.total(), sampler.max_priority
+            (4.0, 3.0)
+            >>> sampler.update_priority_below(torch.tensor([3]), torch.tensor([1.0]), 3)
+            Traceback (most recent call last):
+            ...
+            IndexError: PrioritizedSampler.update_priority: index 3 (at position 0) is out of range for capacity 3; expected 0 <= index < 3
+        """
         idx = _as_numpy(index, np.int64).reshape(-1)
-        p = self.reduce_priority(priority, idx.size)
-        if idx.size == 0:
-            return
-        values = self._to_tree_values(p)
-        self._sum.update(idx, values)  # validates indices before writing anything
-        # An item of value 0 is never drawn, so it must not set the max weight:
-        # the min tree holds the largest float for it instead.
-        self._min.update(idx, np.where(values > 0, values, self._np_max))
-        self._max_priority = max(self._max_priority, float(p.max()))
+        if (
+            isinstance(priority, torch.Tensor)
+            and priority.dtype in _FLOATS
+            and priority.device.type == "cpu"
+            and priority.numel() == idx.size
+            and (priority.ndim == 1 or idx.size == 1)
+        ):
+            # The common case, one float per item: read in place, checked in C++.
+            p = priority.detach().reshape(-1).numpy()
+        else:
+            p = self.reduce_priority(priority, idx.size)
+        top = _C.prioritized_update(
+            self._sum, self._min, idx, p, self.eps, self.alpha, min(int(bound), self.capacity)
+        )
+        self._max_priority = max(self._max_priority, top)
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
         _check_nonempty(storage, batch_size)
@@ -355,18 +391,13 @@ class PrioritizedSampler(Sampler):
                 f"PrioritizedSampler capacity={self.capacity} is smaller than the storage's "
                 f"max_size={storage.max_size}"
             )
-        total = self._sum.total()
-        if not total > 0:
+        if not self._sum.total() > 0:
             raise RuntimeError("every stored item has priority 0: nothing to sample")
-        masses = torch.rand(batch_size, generator=self.generator, dtype=self._torch_dtype).numpy()
-        masses *= total
-        index = self._sum.scan_lower_bound(masses)
-        weight = self._sum.get(index)
-        weight /= self._min.total()
-        np.power(weight, -self._beta, out=weight)
-        return torch.from_numpy(index), {
-            "priority_weight": torch.from_numpy(weight.astype(np.float32, copy=False))
-        }
+        # One compiled call: masses = uniforms * total, the scan, and the weights
+        # (p_i / min_j p_j) ** -beta, all in the trees' dtype; weights as float32.
+        uniforms = torch.rand(batch_size, generator=self.generator, dtype=self._torch_dtype)
+        index, weight = _C.prioritized_sample(self._sum, self._min, uniforms.numpy(), self._beta)
+        return torch.from_numpy(index), {"priority_weight": torch.from_numpy(weight)}
 
     def empty(self) -> None:
         self._sum.clear()

@@ -23,8 +23,11 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
+
+from marl import _C
 
 __all__ = ["MemmapStorage", "Storage", "TensorStorage"]
 
@@ -141,6 +144,7 @@ class TensorStorage(Storage):
         self._is_tensor = False
         self._keys: frozenset | None = None
         self._leaves: list[tuple[Any, torch.Tensor]] = []
+        self._arrays: list[np.ndarray] | None = None  # see _host_arrays
         self._item_batch: tuple[int, ...] = ()
 
     # -- allocation ---------------------------------------------------------
@@ -179,6 +183,7 @@ class TensorStorage(Storage):
         self._storage = self._allocate(item)
         self._keys = frozenset(self._storage.keys(True, True))
         self._leaves = [(k, self._storage.get(k)) for k in self._storage.keys(True, True)]
+        self._arrays = None
         self._item_batch = tuple(item.batch_size)
 
     # -- api ----------------------------------------------------------------
@@ -241,17 +246,43 @@ class TensorStorage(Storage):
         return out.get(_TENSOR_KEY) if self._is_tensor else out
 
     def _gather(self, index: torch.Tensor) -> TensorDictBase:
-        # One index_select per leaf rather than td[index]: advanced indexing
-        # goes through aten::index, which may fork intra-op threads and then
-        # stall for milliseconds when another process holds the other core;
-        # index_select is a serial gather, and twice as fast for a batch.
-        flat = index.reshape(-1).to(self.device)
+        flat = index.reshape(-1)
         shape = tuple(index.shape)
-        return TensorDict(
-            {k: x.index_select(0, flat).view(*shape, *x.shape[1:]) for k, x in self._leaves},
-            batch_size=[*shape, *self._item_batch],
-            device=self.device,
-        )
+        arrays = self._host_arrays()
+        if arrays is not None and flat.device.type == "cpu":
+            # Sampled rows are random in a buffer larger than the caches: one
+            # compiled call gathers every leaf, prefetching rows ahead so that
+            # their cache misses overlap (index_select takes them one at a time).
+            rows = _C.gather_rows(arrays, flat.numpy())
+            leaves = {
+                k: torch.from_numpy(r).view(*shape, *x.shape[1:])
+                for (k, x), r in zip(self._leaves, rows)
+            }
+        else:
+            # index_select, not td[index]: aten::index may fork intra-op threads
+            # and stall when another process holds the other core.
+            flat = flat.to(self.device)
+            leaves = {
+                k: x.index_select(0, flat).view(*shape, *x.shape[1:]) for k, x in self._leaves
+            }
+        return TensorDict(leaves, batch_size=[*shape, *self._item_batch], device=self.device)
+
+    def _host_arrays(self) -> list[np.ndarray] | None:
+        """Numpy views of the leaves for the compiled gather (``None`` off the CPU, or
+        for dtypes numpy lacks). Made on first use and never pickled, so that they
+        always alias this storage's own tensors."""
+        if self._arrays is None:
+            arrays: list[np.ndarray] = []
+            if self.device.type == "cpu" and all(x.is_contiguous() for _, x in self._leaves):
+                try:
+                    arrays = [x.detach().numpy() for _, x in self._leaves]
+                except TypeError:  # a dtype numpy lacks (bfloat16...): index_select
+                    arrays = []
+            self._arrays = arrays
+        return self._arrays or None
+
+    def __getstate__(self) -> dict[str, Any]:
+        return dict(self.__dict__, _arrays=None)
 
     @property
     def storage(self) -> TensorDictBase | None:
