@@ -89,6 +89,17 @@ class Collector:
         postproc: ``td -> td`` applied to each batch before it is yielded.
         replay_buffer: any object with ``.extend(td)``; batches go there instead
             of being yielded.
+        close_env: close the env at :meth:`shutdown`. Default: only when the
+            collector built it (``env`` given as a callable).
+        share_buffer: allocate the output buffer in shared memory, so that
+            another process can read the batches in place (the workers of a
+            :class:`~marl.collectors.MultiSyncCollector` hand it to the parent once).
+        traj_id_stride: trajectory ids are ``local_id * traj_id_stride +
+            traj_id_offset``, where local ids count ``0, 1, 2...`` in this
+            collector. Collectors working side by side (one per worker
+            process or Ray actor) use ``traj_id_stride=num_workers`` and
+            ``traj_id_offset=worker_index``, so that their ids never collide.
+        traj_id_offset: see ``traj_id_stride``; ``0 <= traj_id_offset < traj_id_stride``.
 
     Examples:
         >>> from marl.collectors import Collector
@@ -120,10 +131,22 @@ class Collector:
         storing_device: Any = None,
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
         replay_buffer: Any = None,
+        close_env: bool | None = None,
+        share_buffer: bool = False,
+        traj_id_stride: int = 1,
+        traj_id_offset: int = 0,
     ) -> None:
         who = type(self).__name__
+        for name, value in (("traj_id_stride", traj_id_stride), ("traj_id_offset", traj_id_offset)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{who}: {name} must be an int, got {type(value).__name__}")
+        if traj_id_stride < 1 or not 0 <= traj_id_offset < traj_id_stride:
+            raise ValueError(
+                f"{who}: need traj_id_stride >= 1 and 0 <= traj_id_offset < traj_id_stride, got "
+                f"traj_id_stride={traj_id_stride}, traj_id_offset={traj_id_offset}"
+            )
         self.env = make_env(env, who)
-        self._owns_env = not isinstance(env, EnvBase)
+        self._owns_env = not isinstance(env, EnvBase) if close_env is None else bool(close_env)
         if policy is not None and not callable(policy):
             raise TypeError(
                 f"{who}: policy must be callable (td -> td), got {type(policy).__name__}"
@@ -180,11 +203,9 @@ class Collector:
         self._traj_counter = 0
         self._traj_steps: torch.Tensor | None = None
         self._policy_out_keys: list[Any] | None = None
-        # Set by multi-process collectors: ids are ``local * stride + offset``,
-        # and the buffer is allocated in shared memory.
-        self._traj_id_stride = 1
-        self._traj_id_offset = 0
-        self._share_buffer = False
+        self._traj_id_stride = traj_id_stride
+        self._traj_id_offset = traj_id_offset
+        self._share_buffer = share_buffer
         self._closed = False
 
     # ------------------------------------------------------------ policy
