@@ -348,10 +348,12 @@ class EnvBase:
             self._done_groups_cache = groups
         for prefix in groups:
             done_key = (*prefix, "done")
-            spec = self.done_spec[done_key]
             done = out.get(done_key, None)
             term = out.get((*prefix, "terminated"), None)
             trunc = out.get((*prefix, "truncated"), None)
+            if done is not None and term is not None and trunc is not None:
+                continue  # complete (every VMAS step): skip the spec lookups
+            spec = self.done_spec[done_key]
             if done is None:
                 if term is None and trunc is None:
                     if not reset:
