@@ -1,9 +1,12 @@
 """The step loop reads nothing on the host: no device sync per step on CUDA.
 
-On CPU a host read costs nothing, so it is detected instead: every tensor
-method that would wait for the device on CUDA (``bool(t)``, ``t.item()``,
-``t.tolist()``, ``t.cpu()``, ``t.nonzero()``, boolean-mask indexing...) is
-patched to count its calls while the collector runs.
+On CPU a host read costs nothing, so it is detected instead: the aten ops
+that make a CUDA device sync are counted with a ``TorchDispatchMode``
+(``bool(t)``, ``t.item()``, ``int(t)``: ``_local_scalar_dense``; ``nonzero``,
+``masked_select``, ``unique``, and indexing with a boolean mask, whose result
+size depends on the values), and ``t.tolist()``, ``t.cpu()`` and ``t.numpy()``,
+which dispatch nothing on CPU, are wrapped. (A ``.to("cpu")`` of a CPU tensor
+is a no-op and cannot be seen here.)
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 import torch
 from tensordict import TensorDict, TensorDictBase
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from marl.collectors import Collector
 from marl.collectors.utils import assign_traj_ids
@@ -24,8 +28,27 @@ from ._helpers import linear_policy
 
 TRAJ = ("collector", "traj_ids")
 
-_SYNCING = ("__bool__", "__int__", "__float__", "__index__", "item", "tolist", "cpu", "numpy")
-_SYNCING += ("nonzero", "masked_select", "unique")
+_SYNCING_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "_unique2", "unique_dim"}
+_SYNCING_OPS |= {"unique_consecutive", "nonzero_static"}
+# plain methods only: wrapping a dunder (__getitem__, __index__...) on torch.Tensor
+# changes the type's C slots for good (a 0-d tensor becomes a "sequence").
+_HOST_METHODS = ("tolist", "cpu", "numpy")
+
+
+class _CountSyncs(TorchDispatchMode):
+    def __init__(self, calls: list[str]) -> None:
+        super().__init__()
+        self.calls = calls
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        name = func.overloadpacket.__name__
+        if name in _SYNCING_OPS:
+            self.calls.append(name)
+        elif name in ("index", "index_put", "index_put_"):
+            indices = args[1] if len(args) > 1 else ()
+            if any(i is not None and i.dtype == torch.bool for i in indices):
+                self.calls.append(f"{name}[bool mask]")
+        return func(*args, **(kwargs or {}))
 
 
 @contextlib.contextmanager
@@ -33,7 +56,7 @@ def count_host_reads() -> Iterator[list[str]]:
     """Count the calls that would make a CUDA device sync (``torch.cuda.set_sync_debug_mode``)."""
     calls: list[str] = []
     missing = object()
-    saved = {name: torch.Tensor.__dict__.get(name, missing) for name in (*_SYNCING, "__getitem__")}
+    saved = {name: torch.Tensor.__dict__.get(name, missing) for name in _HOST_METHODS}
 
     def wrap(name):
         orig = getattr(torch.Tensor, name)
@@ -44,22 +67,11 @@ def count_host_reads() -> Iterator[list[str]]:
 
         return method
 
-    def has_mask(index) -> bool:
-        items = index if isinstance(index, tuple) else (index,)
-        return any(isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in items)
-
-    getitem = torch.Tensor.__getitem__
-
-    def masked_getitem(self, index):
-        if has_mask(index):  # the result's size depends on the mask's values
-            calls.append("__getitem__[bool mask]")
-        return getitem(self, index)
-
     try:
-        for name in _SYNCING:
+        for name in _HOST_METHODS:
             setattr(torch.Tensor, name, wrap(name))
-        torch.Tensor.__getitem__ = masked_getitem
-        yield calls
+        with _CountSyncs(calls):
+            yield calls
     finally:
         for name, value in saved.items():
             if value is missing:
@@ -139,10 +151,13 @@ def test_no_host_read_per_step(max_frames_per_traj):
         data = [collector.rollout() for _ in range(3)]
     assert calls == []
     # the counter does see host reads: the old collector's bool(done.any()) per step
+    done = data[0]["next", "done"]
     with count_host_reads() as calls:
-        bool(data[0]["next", "done"].any())
-        data[0]["next", "done"][data[0]["next", "done"]]
-    assert calls == ["__bool__", "__getitem__[bool mask]"]
+        bool(done.any())
+        done[done]
+        done.float().sum().item()
+        done.tolist()
+    assert calls == ["_local_scalar_dense", "index[bool mask]", "_local_scalar_dense", "tolist"]
 
 
 def test_device_resets_give_the_same_data_as_host_resets():
