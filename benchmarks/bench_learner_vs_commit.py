@@ -22,6 +22,10 @@ only the public API both commits share (``Algorithm``, ``Collector``, ``Trainer`
   on a full ``ReplayBuffer(TensorStorage(2**21))`` with a ``PrioritizedSampler``
   (items as in ``bench_replay_buffer.py``: obs float32[32], action float32[4], reward,
   td_error); fresh random priorities each time, so the sampled rows are cache misses.
+- ``collect64`` / ``collect1024``: ``Collector`` on VMAS navigation (3 agents, 100 steps
+  per batch) with a 2x256 Tanh MLP policy at 64 / 1024 envs, interleaved inside the
+  child with the hand-written raw-``vmas`` loop of ``benchmarks/bench_collector.py``:
+  frames/s, the Collector/hand ratio and the Collector's CPU overhead per step.
 
 Run (from the repository root; ``git worktree add /work/base-2ae8056 2ae8056`` and a
 venv for it first)::
@@ -48,7 +52,9 @@ import sys
 import time
 from pathlib import Path
 
-CASES = ("update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per")
+CASES = (
+    "update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per", "collect64", "collect1024"
+)  # fmt: skip
 NUM_ENVS, STEPS = 60, 100
 
 
@@ -309,10 +315,30 @@ def child_per(repeats: int, capacity: int = 2**21, batch: int = 512) -> dict:
     }
 
 
+def child_collect(num_envs: int, repeats: int) -> dict:
+    """``bench_collector.bench_vmas``: the Collector against the hand loop, interleaved."""
+    import warnings
+
+    from bench_collector import bench_vmas  # this file's directory, whichever marl runs
+
+    warnings.simplefilter("ignore")
+    r = bench_vmas(num_envs, repeats)
+    return {
+        "fps": r["collector_fps"],
+        "hand_fps": r["hand_fps"],
+        "fps_cpu": r["collector_fps_cpu"],
+        "ratio": r["ratio"],
+        "ratio_cpu": r["ratio_cpu"],
+        "overhead_cpu_us": r["overhead_cpu_us"],
+    }
+
+
 def child(case: str, repeats: int, frames: int, bare: bool) -> dict:
     import torch
 
     torch.set_num_threads(1)
+    if case.startswith("collect"):
+        return child_collect(int(case.removeprefix("collect")), repeats)
     if case in ("update256", "update64"):
         return child_update(256 if case == "update256" else None, repeats, bare)
     if case in ("e2e256", "e2e64"):

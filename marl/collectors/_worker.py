@@ -50,11 +50,16 @@ def worker_main(
         if cmd != "init":
             return
         numel = max(1, env.batch_size.numel())
-        collector = Collector(env, policy, frames_per_batch=steps * numel, **kwargs)
-        collector._owns_env = True
-        collector._share_buffer = True
-        collector._traj_id_stride = num_workers
-        collector._traj_id_offset = idx
+        collector = Collector(
+            env,
+            policy,
+            frames_per_batch=steps * numel,
+            close_env=True,
+            share_buffer=True,  # the parent reads the batches in place
+            traj_id_stride=num_workers,
+            traj_id_offset=idx,
+            **kwargs,
+        )
         conn.send(("ready", None))
     except Exception as err:
         _send_error(conn, err)

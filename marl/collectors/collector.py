@@ -20,6 +20,7 @@ from torch import nn
 from marl.collectors.utils import (
     TRAJ_IDS_KEY,
     as_device,
+    assign_traj_ids,
     env_state_owner,
     interaction_type,
     key_plan,
@@ -89,6 +90,22 @@ class Collector:
         postproc: ``td -> td`` applied to each batch before it is yielded.
         replay_buffer: any object with ``.extend(td)``; batches go there instead
             of being yielded.
+        close_env: close the env at :meth:`shutdown`. Default: only when the
+            collector built it (``env`` given as a callable).
+        share_buffer: allocate the output buffer in shared memory, so that
+            another process can read the batches in place (the workers of a
+            :class:`~marl.collectors.MultiSyncCollector` hand it to the parent once).
+        traj_id_stride: trajectory ids are ``local_id * traj_id_stride +
+            traj_id_offset``, where local ids count ``0, 1, 2...`` in this
+            collector. Collectors working side by side (one per worker
+            process or Ray actor) use ``traj_id_stride=num_workers`` and
+            ``traj_id_offset=worker_index``, so that their ids never collide.
+        traj_id_offset: see ``traj_id_stride``; ``0 <= traj_id_offset < traj_id_stride``.
+
+    The step loop makes no host sync: whether sub-envs ended is never read
+    on the host by the collector (trajectory ids are computed from the
+    stored ``done`` flags once per batch), and the env decides partial resets
+    (see :attr:`~marl.envs.EnvBase.partial_resets_on_device`).
 
     Examples:
         >>> from marl.collectors import Collector
@@ -120,10 +137,22 @@ class Collector:
         storing_device: Any = None,
         postproc: Callable[[TensorDictBase], TensorDictBase] | None = None,
         replay_buffer: Any = None,
+        close_env: bool | None = None,
+        share_buffer: bool = False,
+        traj_id_stride: int = 1,
+        traj_id_offset: int = 0,
     ) -> None:
         who = type(self).__name__
+        for name, value in (("traj_id_stride", traj_id_stride), ("traj_id_offset", traj_id_offset)):
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise TypeError(f"{who}: {name} must be an int, got {type(value).__name__}")
+        if traj_id_stride < 1 or not 0 <= traj_id_offset < traj_id_stride:
+            raise ValueError(
+                f"{who}: need traj_id_stride >= 1 and 0 <= traj_id_offset < traj_id_stride, got "
+                f"traj_id_stride={traj_id_stride}, traj_id_offset={traj_id_offset}"
+            )
         self.env = make_env(env, who)
-        self._owns_env = not isinstance(env, EnvBase)
+        self._owns_env = not isinstance(env, EnvBase) if close_env is None else bool(close_env)
         if policy is not None and not callable(policy):
             raise TypeError(
                 f"{who}: policy must be callable (td -> td), got {type(policy).__name__}"
@@ -176,15 +205,16 @@ class Collector:
         self._leaf_plan: list[tuple[int, str]] = []
         self._dests: list[list[torch.Tensor]] = []
         self._fill: dict[int, torch.Tensor] = {}
+        # The trajectory ids of the sub-envs' current episodes ([*env_batch]), and the
+        # number of local ids handed out: a tensor, so that it is never read on the host.
         self._traj_ids: torch.Tensor | None = None
-        self._traj_counter = 0
+        self._traj_counter = torch.zeros((), dtype=torch.long, device=self.storing_device)
         self._traj_steps: torch.Tensor | None = None
+        self._truncate_keys: list[Any] | None = None
         self._policy_out_keys: list[Any] | None = None
-        # Set by multi-process collectors: ids are ``local * stride + offset``,
-        # and the buffer is allocated in shared memory.
-        self._traj_id_stride = 1
-        self._traj_id_offset = 0
-        self._share_buffer = False
+        self._traj_id_stride = traj_id_stride
+        self._traj_id_offset = traj_id_offset
+        self._share_buffer = share_buffer
         self._closed = False
 
     # ------------------------------------------------------------ policy
@@ -271,6 +301,7 @@ class Collector:
             self._reset_all()
         with torch.no_grad(), set_interaction_type(self._interaction):
             self._run(self.steps_per_batch)
+            self._write_traj_ids()
         self._frames += self.frames_per_batch
         self._iter += 1
         return self._buffer
@@ -279,9 +310,9 @@ class Collector:
         self._td = self.env.reset()
         shape = self.env.batch_size
         n = self.env_numel
-        ids = torch.arange(self._traj_counter, self._traj_counter + n, device=self.storing_device)
+        ids = self._traj_counter + torch.arange(n, device=self.storing_device)
         self._traj_ids = (ids * self._traj_id_stride + self._traj_id_offset).reshape(shape)
-        self._traj_counter += n
+        self._traj_counter = self._traj_counter + n
         if self.max_frames_per_traj is not None:
             self._traj_steps = torch.zeros(shape, dtype=torch.long, device=self.env_device)
 
@@ -308,10 +339,8 @@ class Collector:
             random = policy_none or frames0 + t * numel < self.init_random_frames
             td = self._act(td, random)
             td, root = env.step_and_maybe_reset(td)
-            nxt = td.get("next")
-            done = nxt.get("done")
             if self._traj_steps is not None:
-                root, done = self._truncate(nxt, root, done)
+                root = self._truncate(td.get("next"), root)
             if not self._dests:
                 self._allocate(td, random)
             srcs = self._sources(td, t)
@@ -319,31 +348,30 @@ class Collector:
                 torch._foreach_copy_(self._dests[t], srcs)
             except RuntimeError as err:
                 self._bad_shape(srcs, t, err)
-            if bool(done.any()):
-                self._new_traj_ids(done)
             td = root
         self._td = td
 
-    def _truncate(
-        self, nxt: TensorDictBase, root: TensorDictBase, done: torch.Tensor
-    ) -> tuple[TensorDictBase, torch.Tensor]:
-        """Apply ``max_frames_per_traj``: flag and reset sub-envs that ran too long."""
+    def _truncate(self, nxt: TensorDictBase, root: TensorDictBase) -> TensorDictBase:
+        """Apply ``max_frames_per_traj``: flag and reset sub-envs that ran too long.
+
+        Only tensor operations: the flags are or-ed with the (often all False)
+        mask and the env decides whether there is anything to reset.
+        """
         steps = self._traj_steps + 1
-        flat_done = done.reshape(self.env.batch_size)
+        flat_done = nxt.get("done").reshape(self.env.batch_size)
         force = (steps >= self.max_frames_per_traj) & ~flat_done
         self._traj_steps = torch.where(flat_done | force, torch.zeros_like(steps), steps)
-        if not bool(force.any()):
-            return root, done
-        for key in self.env.done_keys:
-            leaf = key if isinstance(key, str) else key[-1]
-            if leaf not in ("done", "truncated"):
-                continue
+        if self._truncate_keys is None:
+            leaf = lambda k: k if isinstance(k, str) else k[-1]  # noqa: E731
+            self._truncate_keys = [
+                k for k in self.env.done_keys if leaf(k) in ("done", "truncated")
+            ]
+        for key in self._truncate_keys:
             value = nxt.get(key)
             mask = force.reshape(*force.shape, *([1] * (value.dim() - self.batch_dims)))
             nxt.set(key, value | mask)
         root.set("_reset", force.unsqueeze(-1))
-        root = self.env.reset(root)
-        return root, nxt.get("done")
+        return self.env.reset(root)
 
     def _allocate(self, td: TensorDictBase, random: bool) -> None:
         """Allocate the ``[*env_batch, T]`` buffer from the structure of the first step."""
@@ -376,7 +404,7 @@ class Collector:
         self._keys = keys
         self._prefix_plan, self._leaf_plan = key_plan(keys)
         d = self.batch_dims
-        leaves = [buf.get(k) for k in keys] + [buf.get(TRAJ_IDS_KEY)]
+        leaves = [buf.get(k) for k in keys]
         self._dests = [[leaf.select(d, t) for leaf in leaves] for t in range(steps)]
 
     def _sources(self, td: TensorDictBase, t: int) -> list[torch.Tensor]:
@@ -395,7 +423,6 @@ class Collector:
                 if value is None:
                     self._missing(td, t)
             srcs.append(value)
-        srcs.append(self._traj_ids)
         return srcs
 
     def _missing(self, td: TensorDictBase, t: int) -> None:
@@ -407,7 +434,7 @@ class Collector:
         )
 
     def _bad_shape(self, srcs: list[torch.Tensor], t: int, err: RuntimeError) -> None:
-        for key, src, dest in zip([*self._keys, TRAJ_IDS_KEY], srcs, self._dests[t]):
+        for key, src, dest in zip(self._keys, srcs, self._dests[t]):
             if src.shape != dest.shape:
                 raise ValueError(
                     f"{type(self).__name__}: at step {t} of batch {self._iter}, {key!r} has shape "
@@ -416,14 +443,20 @@ class Collector:
                 ) from err
         raise err
 
-    def _new_traj_ids(self, done: torch.Tensor) -> None:
-        ended = done.reshape(self.env.batch_size).to(self._traj_ids.device)
-        n = int(ended.sum())
-        new = torch.arange(self._traj_counter, self._traj_counter + n, device=ended.device)
-        ids = self._traj_ids.clone()
-        ids[ended] = new * self._traj_id_stride + self._traj_id_offset
-        self._traj_ids = ids
-        self._traj_counter += n
+    def _write_traj_ids(self) -> None:
+        """Fill the batch's trajectory ids from its stored ``("next", "done")`` flags."""
+        buf = self._buffer
+        shape = buf.batch_size  # [*env_batch, T]
+        done = buf.get(("next", "done")).reshape(self.env_numel, shape[-1])
+        ids, self._traj_ids, self._traj_counter = assign_traj_ids(
+            done,
+            self._traj_ids.reshape(self.env_numel),
+            self._traj_counter,
+            self._traj_id_stride,
+            self._traj_id_offset,
+        )
+        buf.get(TRAJ_IDS_KEY).copy_(ids.reshape(shape))
+        self._traj_ids = self._traj_ids.reshape(self.env.batch_size)
 
     # ------------------------------------------------------------ state
     @property
@@ -441,7 +474,7 @@ class Collector:
         state: dict[str, Any] = {
             "frames": self._frames,
             "iter": self._iter,
-            "traj_counter": self._traj_counter,
+            "traj_counter": int(self._traj_counter),
         }
         if isinstance(self.policy, nn.Module):
             state["policy"] = self.policy.state_dict()
@@ -458,7 +491,8 @@ class Collector:
         """
         self._frames = int(state["frames"])
         self._iter = int(state.get("iter", 0))
-        self._traj_counter = max(self._traj_counter, int(state.get("traj_counter", 0)))
+        counter = max(int(self._traj_counter), int(state.get("traj_counter", 0)))
+        self._traj_counter = torch.tensor(counter, dtype=torch.long, device=self.storing_device)
         if "policy" in state and isinstance(self.policy, nn.Module):
             self.policy.load_state_dict(state["policy"])
         env_state = env_state_owner(self.env)

@@ -72,11 +72,15 @@ class _CollectorActor:
 
     def init(self, steps: int) -> None:
         numel = max(1, self.env.batch_size.numel())
-        collector = Collector(self.env, self.policy, frames_per_batch=steps * numel, **self.kwargs)
-        collector._owns_env = True
-        collector._traj_id_stride = self.num_workers
-        collector._traj_id_offset = self.idx
-        self.collector = collector
+        self.collector = Collector(
+            self.env,
+            self.policy,
+            frames_per_batch=steps * numel,
+            close_env=True,
+            traj_id_stride=self.num_workers,
+            traj_id_offset=self.idx,
+            **self.kwargs,
+        )
 
     def collect(self) -> TensorDictBase:
         # Ray serializes the return value before the actor runs its next task,

@@ -298,6 +298,55 @@ def as_device(device: Any) -> torch.device | None:
     return None if device is None else torch.device(device)
 
 
+def assign_traj_ids(
+    done: torch.Tensor,
+    start_ids: torch.Tensor,
+    counter: torch.Tensor,
+    stride: int = 1,
+    offset: int = 0,
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Trajectory ids of ``T`` steps of ``E`` sub-envs, from their ``done`` flags.
+
+    A sub-env keeps its id until a step where it is done; from the next step
+    on it has a new one. New local ids are handed out in the order (step,
+    sub-env): ``counter, counter + 1, ...``, and ids are ``local * stride +
+    offset``. Tensor operations only: nothing is read on the host.
+
+    Args:
+        done: ``[E, T]`` (or ``[E, T, 1]``) bool flags of the steps.
+        start_ids: ``[E]`` the ids at the first step.
+        counter: 0-dim long tensor, the number of local ids handed out so far.
+        stride: see above.
+        offset: see above.
+
+    Returns:
+        ``(ids [E, T], ids after the last step [E], the new counter)``.
+
+    Examples:
+        >>> import torch
+        >>> done = torch.tensor([[False, True, False], [True, True, False]])
+        >>> ids, last, counter = assign_traj_ids(done, torch.tensor([0, 1]), torch.tensor(2))
+        >>> ids
+        tensor([[0, 0, 3],
+                [1, 2, 4]])
+        >>> last, counter
+        (tensor([3, 4]), tensor(5))
+    """
+    if done.dim() == 3:
+        done = done.squeeze(-1)
+    n_envs, steps = done.shape
+    # the local id given to the trajectory that starts after step t of env e
+    order = done.t().reshape(-1).long().cumsum(0).reshape(steps, n_envs).t()
+    new_ids = (counter + order - 1) * stride + offset
+    step_index = torch.arange(steps, device=done.device).expand(n_envs, steps)
+    last = torch.where(done, step_index, torch.full_like(step_index, -1)).cummax(1).values
+    # step t belongs to the trajectory that began after the last end before t
+    before = torch.cat([torch.full_like(last[:, :1], -1), last], 1)  # [E, T + 1]
+    picked = new_ids.gather(1, before.clamp_min(0))  # clamp: -1 -> any column, masked below
+    all_ids = torch.where(before >= 0, picked, start_ids.unsqueeze(1))
+    return all_ids[:, :-1], all_ids[:, -1], counter + done.sum()
+
+
 def key_plan(keys: list[Any]) -> tuple[list[tuple[int, str]], list[tuple[int, str]]]:
     """Plan the lookup of nested ``keys``: each sub-TensorDict is fetched once per step.
 

@@ -4,6 +4,15 @@ Data follows the layout of DESIGN.md. ``reset`` returns the first observations;
 ``step`` reads the actions from a TensorDict and writes the outcome under
 ``"next"``; ``step_and_maybe_reset`` also moves ``"next"`` to the root and
 resets the sub-envs that ended, which is what collectors need.
+
+Partial resets and host syncs: an env whose reset is host code (VMAS,
+Gymnasium, PettingZoo) must know on the host which sub-envs ended, so the base
+class reads ``done.any()`` once per step (on CUDA, one device sync) and skips
+the reset when nothing ended. An env that sets ``partial_resets_on_device``
+resets with tensor operations under any mask, and its steps read nothing on
+the host. (VMAS itself reads every action on the host at each step, an
+``assert not action.isnan().any()`` per agent in ``vmas``'s ``_set_action``,
+so a VMAS step syncs on CUDA whatever the wrapper does.)
 """
 
 from __future__ import annotations
@@ -54,7 +63,8 @@ class EnvBase:
 
     - ``_reset(td) -> TensorDict``: the first observations. ``td`` is ``None``
       or holds a ``"_reset"`` mask ``[*B, 1]``: only those sub-envs must be reset
-      (the base class keeps the others' values from ``td``).
+      (the base class keeps the others' values from ``td``). It returns values
+      for the whole batch; those of the sub-envs not reset are discarded.
     - ``_step(td) -> TensorDict``: the next observations, rewards and flags
       (not nested under ``"next"``). Missing ``done``/``terminated``/``truncated``
       entries are filled in from the others.
@@ -79,9 +89,22 @@ class EnvBase:
             raises :class:`~marl.envs.InvalidActionError`. Off by default
             (it costs a few tensor reductions per step); on inside
             :func:`~marl.envs.check_env_specs`.
+        partial_resets_on_device: a class attribute. ``True`` declares that
+            ``_reset`` handles any ``"_reset"`` mask, all False included, with
+            tensor operations, never reading it on the host (and that the
+            transforms above it do too), and that a reset under an all-False
+            mask changes nothing (no random draws, no counters moved), so that
+            results are those of host-decided resets. ``reset`` and
+            ``step_and_maybe_reset`` then hand it the mask at every step
+            without looking at it, so a step makes no host sync (none on
+            CUDA). ``False`` (the default, for envs whose reset is host code
+            such as VMAS, Gymnasium or PettingZoo, or draws random numbers
+            for every sub-env): the base class reads ``mask.any()`` once per
+            step and only calls ``_reset`` when some sub-env ended.
     """
 
     check_actions: bool = False
+    partial_resets_on_device: bool = False
 
     def __init__(
         self,
@@ -173,22 +196,19 @@ class EnvBase:
 
         Args:
             td: optional input. With a ``"_reset"`` mask, only the flagged
-                sub-envs restart and the others keep the values in ``td``.
+                sub-envs restart: the others keep the values in ``td``, and the
+                entries of ``td`` that a reset does not write (a recurrent
+                policy's state, for instance) are kept for every sub-env.
 
         Returns:
             A TensorDict of batch size ``batch_size`` with the observations and
-            the done flags (False for every sub-env just reset).
+            the done flags (False for every sub-env just reset), without ``"_reset"``.
         """
         self._check_open()
         mask = None if td is None else td.get("_reset", None)
-        if mask is not None:
-            mask = self._check_reset_mask(mask)
-            if not bool(mask.any()):
-                return td.exclude("_reset")
-        out = self._reset_proc(td)
-        if mask is not None and not bool(mask.all()):
-            out = _merge_partial(out, td, mask, len(self.batch_size))
-        return out
+        if mask is None:
+            return self._reset_proc(td)
+        return self._reset_masked(td, self._check_reset_mask(mask))
 
     def step(self, td: TensorDictBase) -> TensorDictBase:
         """Apply the actions in ``td`` and write the outcome under ``td["next"]``.
@@ -209,6 +229,9 @@ class EnvBase:
     def step_and_maybe_reset(self, td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Step, then build the next root TensorDict, resetting sub-envs that ended.
 
+        The sub-envs to reset are those whose root ``done`` is True. Only an env
+        without ``partial_resets_on_device`` reads that on the host (once).
+
         Returns:
             ``(td, td_root)``: ``td`` holds the transition (with ``"next"``),
             ``td_root`` is what the policy reads at the next step.
@@ -216,9 +239,9 @@ class EnvBase:
         td = self.step(td)
         root = step_mdp(td, self.reward_keys)
         done = root.get("done")
-        if bool(done.any()):
+        if self.partial_resets_on_device or bool(done.any()):
             root.set("_reset", done.clone())
-            root = self.reset(root)
+            root = _merge_partial(self._reset_proc(root), root, done, len(self.batch_size))
         return td, root
 
     def rand_action(self, td: TensorDictBase | None = None) -> TensorDictBase:
@@ -304,6 +327,13 @@ class EnvBase:
         self._fill_done(out, reset=True)
         return out
 
+    def _reset_masked(self, td: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
+        """Reset where ``mask`` (``[*B, 1]``, the ``"_reset"`` entry of ``td``) is True."""
+        if not self.partial_resets_on_device and not bool(mask.any()):
+            return td.exclude("_reset")
+        out = self._reset_proc(td)
+        return _merge_partial(out, td, mask, len(self.batch_size))
+
     def _step_proc(self, td: TensorDictBase) -> TensorDictBase:
         """Step without the action checks; transformed envs override it."""
         out = self._step(td)
@@ -318,10 +348,12 @@ class EnvBase:
             self._done_groups_cache = groups
         for prefix in groups:
             done_key = (*prefix, "done")
-            spec = self.done_spec[done_key]
             done = out.get(done_key, None)
             term = out.get((*prefix, "terminated"), None)
             trunc = out.get((*prefix, "truncated"), None)
+            if done is not None and term is not None and trunc is not None:
+                continue  # complete (every VMAS step): skip the spec lookups
+            spec = self.done_spec[done_key]
             if done is None:
                 if term is None and trunc is None:
                     if not reset:
@@ -381,13 +413,19 @@ class EnvBase:
 def _merge_partial(
     new: TensorDictBase, old: TensorDictBase, mask: torch.Tensor, n_batch: int
 ) -> TensorDictBase:
-    """Keep ``old`` values where ``mask`` is False (sub-envs not being reset)."""
+    """``old`` (without ``"_reset"``) updated with the reset values ``new`` where ``mask``.
+
+    Entries of ``new`` that ``old`` also holds, with the same shape, keep the
+    ``old`` values where ``mask`` is False; the others are taken from ``new``.
+    Entries only ``old`` holds are kept. No host read: ``torch.where`` only.
+    """
     flat_mask = mask.reshape(mask.shape[:n_batch])
+    out = old.exclude("_reset")
     for key in new.keys(include_nested=True, leaves_only=True):
-        prev = old.get(key, None)
         value = new.get(key)
-        if prev is None or prev.shape != value.shape:
-            continue
-        m = flat_mask.reshape(*flat_mask.shape, *([1] * (value.dim() - n_batch)))
-        new.set(key, torch.where(m, value, prev.to(value.dtype)))
-    return new
+        prev = old.get(key, None)
+        if prev is not None and prev.shape == value.shape:
+            m = flat_mask.reshape(flat_mask.shape + (1,) * (value.dim() - n_batch))
+            value = torch.where(m, value, prev.to(value.dtype))
+        out.set(key, value)
+    return out

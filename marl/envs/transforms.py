@@ -261,6 +261,11 @@ class TransformedEnv(EnvBase):
     def check_actions(self, value: bool) -> None:
         self.base_env.check_actions = bool(value)
 
+    @property
+    def partial_resets_on_device(self) -> bool:  # type: ignore[override]
+        """The base env's: the built-in transforms reset with tensor operations only."""
+        return self.base_env.partial_resets_on_device
+
     # --------------------------------------------------------- specs
     def _invalidate(self) -> None:
         self._specs = None

@@ -88,6 +88,33 @@ def test_bad_arguments():
         Collector(env, frames_per_batch=2, env_device="meta")
 
 
+def test_worker_arguments_traj_id_stride_offset_and_close_env():
+    """What the multi-process and Ray workers pass: ids never collide, the env is closed."""
+    env = TransformedEnv(
+        SingleAgentFakeEnv(num_envs=2, max_steps=100, p_terminate=0.0), StepCounter(3)
+    )
+    collector = Collector(
+        env, frames_per_batch=12, traj_id_stride=3, traj_id_offset=2, close_env=True
+    )
+    ids = collector.rollout()[TRAJ]
+    # local ids 0, 1 | 2, 3 | 4, 5 (a new episode every 3 steps) -> local * 3 + 2
+    assert ids[0].tolist() == [2, 2, 2, 8, 8, 8]
+    assert ids[1].tolist() == [5, 5, 5, 11, 11, 11]
+    collector.shutdown()
+    assert env.is_closed  # close_env=True: closed although the caller built it
+    env = SingleAgentFakeEnv(num_envs=2)
+    Collector(env, frames_per_batch=4).shutdown()
+    assert not env.is_closed  # default: the caller's env stays open
+    for bad, err in (
+        ({"traj_id_stride": 0}, ValueError),
+        ({"traj_id_stride": 2, "traj_id_offset": 2}, ValueError),
+        ({"traj_id_offset": -1}, ValueError),
+        ({"traj_id_stride": 2.0}, TypeError),
+    ):
+        with pytest.raises(err, match="traj_id"):
+            Collector(env, frames_per_batch=4, **bad)
+
+
 # ---------------------------------------------------------------- data correctness
 def test_transitions_are_consistent_across_batches():
     """next obs at t is the obs at t+1 (or across the batch boundary), unless done."""

@@ -281,6 +281,8 @@ class VmasEnv(EnvBase):
             trunc = trunc.reshape(nb, 1).bool()
             done = term | trunc
             root["done"], root["terminated"], root["truncated"] = done, term, trunc
+            # [3, nb, 1]: the three flags at once, broadcast to each group below
+            flags = torch.stack([done, term, trunc])
         for g, idx in self._groups:
             n = len(idx)
             gb = self._group_batch[g]
@@ -302,12 +304,12 @@ class VmasEnv(EnvBase):
                     self.device,
                 )
             if rews is not None:
-                group["reward"] = torch.stack([rews[i].reshape(nb, 1) for i in idx], dim=1).to(
-                    self._float_dtype
-                )
-                group["done"] = done.unsqueeze(1).expand(nb, n, 1).clone()
-                group["terminated"] = term.unsqueeze(1).expand(nb, n, 1).clone()
-                group["truncated"] = trunc.unsqueeze(1).expand(nb, n, 1).clone()
+                reward = torch.stack([rews[i] for i in idx], dim=1).reshape(nb, n, 1)
+                group["reward"] = reward.to(self._float_dtype)
+                # one copy for the three flags (not three expand-clones): each is a
+                # contiguous [nb, n, 1] slice of it, with no memory shared with the root's
+                g_flags = flags.unsqueeze(2).expand(3, nb, n, 1).contiguous()
+                group["done"], group["terminated"], group["truncated"] = g_flags.unbind(0)
             root[g] = new_td(group, gb, self.device)
         return new_td(root, b, self.device)
 
