@@ -123,3 +123,14 @@ def test_compiled_training_runs_the_compiled_step_and_policy():
     # the first batch (the later batches added nothing)
     assert after["graphs"] - before["graphs"] == 3
     assert after["graph_breaks"] == before["graph_breaks"]
+
+
+def test_compiled_masked_categorical_still_refuses_an_all_masked_row():
+    from marl.modules.distributions import MaskedCategorical
+
+    logits = torch.compile(lambda x, m: MaskedCategorical(logits=x, mask=m).logits, dynamic=False)
+    legal = torch.tensor([[True, False], [False, True]])
+    assert logits(torch.zeros(2, 2), legal)[legal].eq(0).all()
+    # the eager ValueError's check, kept in the graph (a host check would break it)
+    with pytest.raises(RuntimeError, match="every mask row must allow at least one action"):
+        logits(torch.zeros(2, 2), torch.tensor([[True, False], [False, False]]))
