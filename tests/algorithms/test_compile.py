@@ -72,8 +72,8 @@ def test_compiled_loss_matches_eager(name, group):
     learner, minibatch = _learner_and_minibatch(name, group)
     eager_out, eager_grads = _step(learner.loss, minibatch, loss_terms)
     before = compile_counts()
-    # inductor draws its own random numbers unless told to use torch's: SAC's sampled
-    # actions must be the same ones for the losses to be comparable
+    # SAC's sampled actions must be the same ones for the losses to be comparable:
+    # fallback_random makes inductor draw torch's own random numbers, by construction
     with torch._inductor.config.patch(fallback_random=True):
         out, grads = _step(learner.loss, minibatch, compiled_loss_terms(loss_terms))
     after = compile_counts()
