@@ -26,12 +26,25 @@ only the public API both commits share (``Algorithm``, ``Collector``, ``Trainer`
   per batch) with a 2x256 Tanh MLP policy at 64 / 1024 envs, interleaved inside the
   child with the hand-written raw-``vmas`` loop of ``benchmarks/bench_collector.py``:
   frames/s, the Collector/hand ratio and the Collector's CPU overhead per step.
+- ``ippo_spread``: ``Trainer`` on IPPO, VMAS ``simple_spread`` (3 agents, discrete
+  actions) with JaxMARL's ``ippo_ff_mpe`` update: 64-64 tanh, 4 epochs x 4 minibatches,
+  128 steps per rollout, 512 envs, 2 torch threads; env-steps/s over the batches after
+  the first (from the trainer's collect and update times) and over the whole run
+  (``--frames`` rounded up to whole batches, at least 2).
+
+With ``--compile``, each round also runs this checkout with compiled updates
+(``Algorithm.build(env, compile=True)``), the side ``compiled``: its figures are
+compared with this checkout's eager ones (``new``) and with the other commit's, and
+each compiled child reports its warm-up (``warmup_s``: the first, untimed repeat,
+where the compilation happens; for the e2e cases, the first batch's update) and what
+torch compiled (graphs, graph breaks, compiled optimizer steps).
 
 Run (from the repository root; ``git worktree add /work/base-2ae8056 2ae8056`` and a
 venv for it first)::
 
     python benchmarks/bench_learner_vs_commit.py --base /work/base-2ae8056 --rounds 3
     python benchmarks/bench_learner_vs_commit.py --base /work/base-2ae8056 --cases update256,masac
+    python benchmarks/bench_learner_vs_commit.py --base /work/base-2ae8056 --compile --cases qmix
 
 Prints, per case, every round's figures and a summary: medians over the rounds, the
 speedup of the medians and the median of the per-round speedups (base time / new
@@ -49,11 +62,13 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 CASES = (
-    "update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per", "collect64", "collect1024"
+    "update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per", "collect64",
+    "collect1024", "ippo_spread",
 )  # fmt: skip
 NUM_ENVS, STEPS = 60, 100
 
@@ -68,7 +83,26 @@ def _since(start: tuple[float, float]) -> tuple[float, float]:
     return wall - start[0], cpu - start[1]
 
 
-def _mappo(cells: int | None, **config):
+def _build(algo, env, compile: bool):
+    """``algo.build(env, seed=0)``, compiled when asked (only this checkout can)."""
+    return algo.build(env, seed=0, compile=True) if compile else algo.build(env, seed=0)
+
+
+def _compile_report(algo, compile: bool) -> dict:
+    if not compile:
+        return {}
+    from marl.algorithms import compile_report
+
+    report = compile_report(algo)
+    return {
+        "compiled_steps": sum(report["steps"].values()),
+        "eager_steps": sum(report["eager_steps"].values()),
+        "graphs": report["graphs"],
+        "graph_breaks": report["graph_breaks"],
+    }
+
+
+def _mappo(cells: int | None, compile: bool = False, **config):
     import torch
 
     from marl.algorithms import Algorithm
@@ -79,19 +113,21 @@ def _mappo(cells: int | None, **config):
         config.update(actor_cells=(cells, cells), critic_cells=(cells, cells))
     env = make_task("vmas/navigation", num_envs=NUM_ENVS, seed=0)
     torch.manual_seed(0)
-    algo = Algorithm("mappo", config=config).build(env, seed=0)
+    algo = _build(Algorithm("mappo", config=config), env, compile)
     batch = Collector(env, algo.policy, frames_per_batch=NUM_ENVS * STEPS).rollout()
     return algo, batch
 
 
-def child_update(cells: int | None, repeats: int, bare: bool = False) -> dict:
+def child_update(
+    cells: int | None, repeats: int, bare: bool = False, compile: bool = False
+) -> dict:
     """Per-minibatch time of ``algorithm.update`` (1 epoch, 15 minibatches of 400).
 
     With ``bare``, each repeat also runs the hand-written loop (:func:`bare_update`) on
     the same shapes, alternating which goes first, and the medians of both and of
     their per-repeat ratio are returned (the pair shares the machine's load).
     """
-    algo, batch = _mappo(cells, epochs=1, minibatch_size=400)
+    algo, batch = _mappo(cells, compile, epochs=1, minibatch_size=400)
     minibatches = batch.numel() // 400
     bare_step = bare_update(algo, batch, cells or 64) if bare else None
     rows: dict[str, list[float]] = {}
@@ -104,6 +140,8 @@ def child_update(cells: int | None, repeats: int, bare: bool = False) -> dict:
         start = _clock()
         algo.update(td)
         update = _since(start)
+        if not i:
+            rows["warmup_s"] = [update[0]]
         if i:
             rows.setdefault("process_ms", []).append(process[0] * 1e3)
             rows.setdefault("process_cpu_ms", []).append(process[1] * 1e3)
@@ -125,7 +163,7 @@ def child_update(cells: int | None, repeats: int, bare: bool = False) -> dict:
         for unit in ("ms", "cpu_ms"):
             pairs = zip(rows[f"minibatch_{unit}"], rows[f"bare_minibatch_{unit}"])
             out[f"marl_over_bare_{unit}"] = statistics.median(m / b for m, b in pairs)
-    return out
+    return {**out, **_compile_report(algo, compile)}
 
 
 def bare_update(algo, batch, cells: int):
@@ -218,7 +256,7 @@ def bare_update(algo, batch, cells: int):
     return epoch
 
 
-def child_e2e(cells: int | None, frames: int) -> dict:
+def child_e2e(cells: int | None, frames: int, compile: bool = False) -> dict:
     """Frames/s of ``Trainer`` on MAPPO (60 envs x 100 steps per batch, 10 epochs x 400)."""
     import torch
 
@@ -230,7 +268,7 @@ def child_e2e(cells: int | None, frames: int) -> dict:
         config.update(actor_cells=(cells, cells), critic_cells=(cells, cells))
     env = make_task("vmas/navigation", num_envs=NUM_ENVS, seed=0)
     torch.manual_seed(0)
-    algo = Algorithm("mappo", config=config).build(env, seed=0)
+    algo = _build(Algorithm("mappo", config=config), env, compile)
     trainer = Trainer(algo, env, frames_per_batch=NUM_ENVS * STEPS, total_frames=frames, seed=0)
     start = _clock()
     history = list(trainer.train())
@@ -241,10 +279,58 @@ def child_e2e(cells: int | None, frames: int) -> dict:
         "collect_s": sum(h["time/collect"] for h in history),
         "update_s": sum(h["time/update"] for h in history),
         "final_reward": history[-1].get("train/episode_reward"),
+        "warmup_s": history[0]["time/update"],
+        **_compile_report(algo, compile),
     }
 
 
-def child_off_policy(name: str, repeats: int) -> dict:
+def child_ippo_spread(frames: int, compile: bool = False) -> dict:
+    """Env-steps/s of IPPO on simple_spread with JaxMARL's settings, first batch excluded."""
+    import torch
+
+    from marl.algorithms import Algorithm, Trainer
+    from marl.envs import make_task
+
+    torch.set_num_threads(2)
+    envs, steps = 512, 128
+    per_batch = envs * steps
+    batches = max(2, -(-frames // per_batch))
+    config = {
+        "lr": 2.5e-4,
+        "lmbda": 0.95,
+        "entropy_coef": 0.01,
+        "critic_coef": 0.5,
+        "max_grad_norm": 0.5,
+        "epochs": 4,
+        "minibatch_size": per_batch // 4,
+        "actor_cells": (64, 64),
+        "critic_cells": (64, 64),
+        "activation": "tanh",
+    }
+    env = make_task("vmas/simple_spread", num_envs=envs, seed=0, continuous_actions=False)
+    torch.manual_seed(0)
+    algo = _build(Algorithm("ippo", config=config), env, compile)
+    trainer = Trainer(algo, env, frames_per_batch=per_batch, total_frames=batches * per_batch)
+    start = _clock()
+    history = list(trainer.train())  # (2ae8056's train() returns a list at the end)
+    wall, cpu = _since(start)
+    rest = history[1:]
+    collect = sum(h["time/collect"] for h in rest)
+    update = sum(h["time/update"] for h in rest)
+    return {
+        # the batches after the first, from the trainer's own collect and update times
+        "fps": len(rest) * per_batch / (collect + update),
+        "collect_fps": len(rest) * per_batch / collect,
+        "update_fps": len(rest) * per_batch / update,
+        # the whole run, the first batch (and any compilation) included
+        "fps_total": batches * per_batch / wall,
+        "fps_total_cpu": batches * per_batch / cpu,
+        "warmup_s": history[0]["time/collect"] + history[0]["time/update"],
+        **_compile_report(algo, compile),
+    }
+
+
+def child_off_policy(name: str, repeats: int, compile: bool = False) -> dict:
     """Per-step time of ``algorithm.update``: 60 gradient steps per 600-frame batch."""
     import torch
 
@@ -256,7 +342,7 @@ def child_off_policy(name: str, repeats: int) -> dict:
     env = make_task("vmas/navigation", num_envs=NUM_ENVS, seed=0, **kwargs)
     config = {"batch_size": 256, "learning_starts": 0, "utd_ratio": 0.1, "buffer_size": 100_000}
     torch.manual_seed(0)
-    algo = Algorithm(name, config=config).build(env, seed=0)
+    algo = _build(Algorithm(name, config=config), env, compile)
     collector = Collector(env, algo.policy, frames_per_batch=NUM_ENVS * 10)
     batch = algo.process_batch(collector.rollout())
     steps = int(0.1 * batch.numel())
@@ -267,9 +353,13 @@ def child_off_policy(name: str, repeats: int) -> dict:
         wall, cpu = _since(start)
         if i:
             samples.append((wall * 1e3 / steps, cpu * 1e3 / steps))
+        else:
+            warmup = wall
     return {
         "step_ms": statistics.median(s[0] for s in samples),
         "step_cpu_ms": statistics.median(s[1] for s in samples),
+        "warmup_s": warmup,
+        **_compile_report(algo, compile),
     }
 
 
@@ -333,19 +423,21 @@ def child_collect(num_envs: int, repeats: int) -> dict:
     }
 
 
-def child(case: str, repeats: int, frames: int, bare: bool) -> dict:
+def child(case: str, repeats: int, frames: int, bare: bool, compile: bool = False) -> dict:
     import torch
 
     torch.set_num_threads(1)
     if case.startswith("collect"):
         return child_collect(int(case.removeprefix("collect")), repeats)
     if case in ("update256", "update64"):
-        return child_update(256 if case == "update256" else None, repeats, bare)
+        return child_update(256 if case == "update256" else None, repeats, bare, compile)
     if case in ("e2e256", "e2e64"):
-        return child_e2e(256 if case == "e2e256" else None, frames)
+        return child_e2e(256 if case == "e2e256" else None, frames, compile)
+    if case == "ippo_spread":
+        return child_ippo_spread(frames, compile)
     if case == "per":
         return child_per(repeats)
-    return child_off_policy(case, repeats)
+    return child_off_policy(case, repeats, compile)
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -386,13 +478,20 @@ def _python(root: Path, here: Path) -> str:
     )
 
 
-def _run(root: Path, here: Path, case: str, args: argparse.Namespace, bare: bool) -> dict:
+def _run(
+    root: Path, here: Path, case: str, args: argparse.Namespace, bare: bool, compile: bool
+) -> dict:
     cmd = [_python(root, here), str(Path(__file__).resolve()), "--child", case]
     cmd += ["--repeats", str(args.repeats), "--frames", str(args.frames)]
     if bare:
         cmd.append("--bare")
+    if compile:
+        cmd.append("--compile")
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": ""}
-    out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
+    with tempfile.TemporaryDirectory() as cache:
+        # a cold inductor cache: the warm-up a first run pays (later runs reuse the cache)
+        env["TORCHINDUCTOR_CACHE_DIR"] = cache
+        out = subprocess.run(cmd, cwd=root, env=env, capture_output=True, text=True, check=False)
     if out.returncode:
         raise RuntimeError(f"{case} in {root} failed:\n{out.stderr[-3000:]}")
     result = json.loads(out.stdout.strip().splitlines()[-1])
@@ -406,22 +505,24 @@ def _load() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split(" ")[:3])
 
 
-def _summarize(key: str, rows: dict[str, list[dict]]) -> dict[str, float]:
+def _summarize(
+    key: str, new_rows: list[dict], base_rows: list[dict], names: tuple[str, str] = ("new", "base")
+) -> dict[str, float]:
     """Medians over the rounds; for speeds, the speedup of the medians and the median
     of the per-round speedups (each round's pair ran back to back)."""
-    new = [x[key] for x in rows["new"] if x.get(key) is not None]
-    base = [x[key] for x in rows["base"] if x.get(key) is not None]
-    out = {"new": statistics.median(new)} if new else {}
-    if not base:
+    new = [x[key] for x in new_rows if x.get(key) is not None]
+    base = [x[key] for x in base_rows if x.get(key) is not None]
+    out = {names[0]: statistics.median(new)} if new else {}
+    if not new or not base:
         return out
-    out["base"] = statistics.median(base)
+    out[names[1]] = statistics.median(base)
     if key.endswith(("_ms", "_us")) or key.startswith("fps"):
 
         def speedup(n: float, b: float) -> float:
             return n / b if key.startswith("fps") else b / n
 
-        out["speedup"] = speedup(out["new"], out["base"])
-        pairs = [(n[key], b[key]) for n, b in zip(rows["new"], rows["base"])]
+        out["speedup"] = speedup(out[names[0]], out[names[1]])
+        pairs = [(n[key], b[key]) for n, b in zip(new_rows, base_rows) if key in n and key in b]
         out["paired_speedup"] = statistics.median(speedup(n, b) for n, b in pairs)
     return out
 
@@ -433,32 +534,45 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="A/B pairs per case")
     parser.add_argument("--repeats", type=int, default=5, help="timed repeats inside a child")
     parser.add_argument("--frames", type=int, default=60_000, help="frames of the e2e cases")
+    parser.add_argument(
+        "--compile", action="store_true", help="also time this checkout with compiled updates"
+    )
+    parser.add_argument("--no-base", action="store_true", help="skip the other checkout")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--bare", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         import marl
 
-        out = child(args.child, args.repeats, args.frames, args.bare)
+        out = child(args.child, args.repeats, args.frames, args.bare, args.compile)
         out["marl"] = str(Path(marl.__file__).resolve().parents[1])  # which checkout ran
         print(json.dumps(out))
         return
-    if args.base is None:
-        parser.error("--base is required (the checkout to compare with)")
+    if args.base is None and not args.no_base:
+        parser.error("--base is required (the checkout to compare with), or --no-base")
+    if args.no_base and not args.compile:
+        parser.error("--no-base compares eager with compiled: add --compile")
     here = Path(__file__).resolve().parents[1]
-    base = args.base.resolve()
+    sides = [("new", here, False)]
+    if args.compile:
+        sides.append(("compiled", here, True))
+    if not args.no_base:
+        sides.append(("base", args.base.resolve(), False))
     print(f"load before: {_load()}", flush=True)
     for case in args.cases.split(","):
-        rows: dict[str, list[dict]] = {"new": [], "base": []}
+        rows: dict[str, list[dict]] = {side: [] for side, _, _ in sides}
         for r in range(args.rounds):
-            # ABAB, BABA...: neither side always runs first
-            order = [("new", here), ("base", base)]
-            for side, root in order if r % 2 == 0 else order[::-1]:
-                result = _run(root, here, case, args, bare=side == "new")
+            # ABAB, BABA... (ABC, CBA...): no side always runs first
+            for side, root, compile in sides if r % 2 == 0 else sides[::-1]:
+                result = _run(root, here, case, args, bare=side == "new", compile=compile)
                 rows[side].append(result)
                 print(f"{case} round {r} {side}: {json.dumps(result)} load {_load()}", flush=True)
-        summary = {key: _summarize(key, rows) for key in rows["new"][0]}
-        print(f"SUMMARY {case}: {json.dumps(summary)}", flush=True)
+        pairs = [(a, b) for a, b in (("new", "base"), ("compiled", "base"), ("compiled", "new"))]
+        for a, b in pairs:
+            if a in rows and b in rows:
+                keys = rows[a][0]
+                summary = {k: _summarize(k, rows[a], rows[b], (a, b)) for k in keys}
+                print(f"SUMMARY {case} {a} vs {b}: {json.dumps(summary)}", flush=True)
     print(f"load after: {_load()}", flush=True)
 
 

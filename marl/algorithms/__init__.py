@@ -35,6 +35,7 @@ from marl.algorithms import (
     td3,
     vdn,
 )
+from marl.algorithms._learners import compile_report
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import (
     ROOT,
@@ -92,6 +93,7 @@ __all__ = [
     "TrainerCallback",
     "TrainingRun",
     "VDNConfig",
+    "compile_report",
     "evaluate",
     "evaluate_episodes",
     "get_algorithm",

@@ -42,6 +42,8 @@ class GroupInfo:
             masked-out agents are excluded from the losses.
         turn_based: whether the env plays one agent's move per step (PettingZoo AEC);
             off-policy learners then rebuild each agent's transitions turn to turn.
+        compile: whether the learner compiles its loss and backward
+            (``Algorithm.build(env, compile=True)``; see ``marl.algorithms._compile``).
     """
 
     name: str | None
@@ -57,6 +59,7 @@ class GroupInfo:
     groups: tuple[str, ...] = ()
     has_agent_mask: bool = False
     turn_based: bool = False
+    compile: bool = False
 
     @property
     def has_state(self) -> bool:

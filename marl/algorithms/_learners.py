@@ -1,8 +1,10 @@
 """The update loops shared by the algorithms, and the pieces every builder needs.
 
-- :func:`loss_and_backward`: the loss of one minibatch and its backward, a plain
-  function (what ``torch.compile`` can wrap); :class:`GradientStep` adds the
-  gradient clipping and the optimizer step.
+- :func:`loss_and_backward`: the loss of one minibatch and its backward;
+  :func:`loss_terms`, its forward part, is a plain function of the loss and the
+  minibatch, what ``torch.compile`` wraps (``compile=True``, see
+  :mod:`marl.algorithms._compile`). :class:`GradientStep` adds the gradient clipping
+  and the optimizer step.
 - :class:`OnPolicyUpdater`: advantages on the ``[*B, T]`` batch, then ``epochs``
   passes over it in shuffled minibatches.
 - :class:`OffPolicyUpdater`: the batch goes into a replay buffer; each batch is
@@ -20,7 +22,7 @@ stepping one optimizer per term, with less bookkeeping.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,8 +30,9 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from marl.algorithms._compile import compile_counts, compiled_loss_terms
 from marl.algorithms._turns import turn_transitions
-from marl.algorithms.base import GroupInfo, GroupLearner
+from marl.algorithms.base import Algorithm, GroupInfo, GroupLearner
 from marl.algorithms.contracts import AdvantageLoss, Exploration, Loss, TargetUpdater
 from marl.data import PrioritizedSampler, RandomSampler, ReplayBuffer, TensorStorage
 
@@ -38,7 +41,9 @@ __all__ = [
     "OffPolicyConfig",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
+    "compile_report",
     "loss_and_backward",
+    "loss_terms",
     "make_optimizer",
     "off_policy_buffer",
     "off_policy_learner",
@@ -110,26 +115,42 @@ class _Stats:
         return {name: total / n for name, (total, n) in totals.items()}
 
 
-def loss_and_backward(loss: Loss, minibatch: TensorDictBase) -> tuple[TensorDictBase, bool]:
-    """The loss of one minibatch and the backward of the sum of its ``loss_*`` terms.
+LossTerms = Callable[[Loss, TensorDictBase], tuple[TensorDictBase, torch.Tensor | None]]
+"""``(loss, minibatch) -> (outputs, sum of the loss_* terms or None)``: :func:`loss_terms`
+or its compiled version."""
+
+
+def loss_terms(loss: Loss, minibatch: TensorDictBase) -> tuple[TensorDictBase, torch.Tensor | None]:
+    """The loss's outputs on one minibatch and the sum of its ``loss_*`` terms.
 
     A plain function of a loss module and a TensorDict, with no other state: the unit
-    that ``torch.compile`` can wrap. Terms that do not require grad (e.g. TD3's actor
-    term on a delayed step) are left out of the sum.
-
-    Args:
-        loss: the loss module.
-        minibatch: the data it reads.
-
-    Returns:
-        The loss's outputs, detached, and whether a backward ran (False when no term
-        requires grad).
+    that ``torch.compile`` wraps. Terms that do not require grad (e.g. TD3's actor
+    term on a delayed step) are left out of the sum (``None`` when no term requires it).
     """
     out = loss(minibatch)
     total = None
     for key, value in out.items():
         if key.startswith("loss_") and value.requires_grad:
             total = value if total is None else total + value
+    return out, total
+
+
+def loss_and_backward(
+    loss: Loss, minibatch: TensorDictBase, terms: LossTerms = loss_terms
+) -> tuple[TensorDictBase, bool]:
+    """The loss of one minibatch and the backward of the sum of its ``loss_*`` terms.
+
+    Args:
+        loss: the loss module.
+        minibatch: the data it reads.
+        terms: :func:`loss_terms`, or its compiled version (whose backward is compiled
+            with it).
+
+    Returns:
+        The loss's outputs, detached, and whether a backward ran (False when no term
+        requires grad).
+    """
+    out, total = terms(loss, minibatch)
     if total is not None:
         total.backward()
     return out.detach(), total is not None
@@ -166,19 +187,52 @@ class GradientStep:
         loss: the loss module.
         optimizer: the optimizer over the loss's trained parameters.
         max_grad_norm: per-role gradient clipping (``None``: off).
+        compile: run the loss through ``torch.compile`` (the forward and its
+            backward; see :mod:`marl.algorithms._compile`).
+
+    Examples:
+        >>> import torch
+        >>> from tensordict import TensorDict
+        >>> from tensordict.nn import TensorDictModule
+        >>> class Square(TensorDictModule):
+        ...     def forward(self, td):
+        ...         return TensorDict(loss_sq=self.module(td["x"]).pow(2).mean())
+        >>> loss = Square(torch.nn.Linear(2, 1), ["x"], ["loss_sq"])
+        >>> step = GradientStep(loss, torch.optim.SGD(loss.parameters(), lr=0.1), None)
+        >>> out = step(TensorDict(x=torch.ones(4, 2), batch_size=[4]))
+        >>> step.compiled, step.steps, out["loss_sq"].requires_grad
+        (False, 1, False)
     """
 
     def __init__(
-        self, loss: Loss, optimizer: torch.optim.Optimizer, max_grad_norm: float | None
+        self,
+        loss: Loss,
+        optimizer: torch.optim.Optimizer,
+        max_grad_norm: float | None,
+        *,
+        compile: bool = False,
     ) -> None:
         self.loss = loss
         self.optimizer = optimizer
         self.max_grad_norm = max_grad_norm
+        self._terms: LossTerms = compiled_loss_terms(loss_terms) if compile else loss_terms
+        self._steps = 0
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the steps run the compiled loss."""
+        return self._terms is not loss_terms
+
+    @property
+    def steps(self) -> int:
+        """Steps run so far (all of them compiled when :attr:`compiled`)."""
+        return self._steps
 
     def __call__(self, minibatch: TensorDictBase) -> TensorDictBase:
         opt = self.optimizer
         opt.zero_grad(set_to_none=True)
-        out, stepped = loss_and_backward(self.loss, minibatch)
+        out, stepped = loss_and_backward(self.loss, minibatch, self._terms)
+        self._steps += 1
         if stepped:
             if self.max_grad_norm is not None:
                 clip_grad_norm_per_group_(opt.param_groups, self.max_grad_norm)
@@ -219,6 +273,7 @@ class OnPolicyUpdater:
         epochs: passes over each batch.
         minibatch_size: transitions per optimizer step (the whole batch when larger).
         max_grad_norm: per-role gradient clipping (``None``: off).
+        compile: compile the loss and its backward (:class:`GradientStep`).
     """
 
     on_policy = True
@@ -231,6 +286,7 @@ class OnPolicyUpdater:
         epochs: int,
         minibatch_size: int,
         max_grad_norm: float | None,
+        compile: bool = False,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
@@ -242,7 +298,7 @@ class OnPolicyUpdater:
                 f"{type(loss).__name__} has no value estimator (no critic): the on-policy "
                 "updater writes the advantages with it"
             )
-        self._step = GradientStep(loss, optimizer, max_grad_norm)
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
         self._keys = list(loss.in_keys)
         self._epochs = epochs
         self._minibatch_size = minibatch_size
@@ -250,6 +306,11 @@ class OnPolicyUpdater:
     @property
     def loss(self) -> AdvantageLoss:
         return self._step.loss
+
+    @property
+    def gradient_step(self) -> GradientStep:
+        """The step run on each minibatch (whether it is compiled, steps so far)."""
+        return self._step
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -314,6 +375,7 @@ class OffPolicyUpdater:
         max_grad_norm: per-role gradient clipping (``None``: off).
         learning_starts: no update until the buffer holds this many transitions
             (and at least one sampled batch).
+        compile: compile the loss and its backward (:class:`GradientStep`).
     """
 
     on_policy = False
@@ -329,12 +391,13 @@ class OffPolicyUpdater:
         utd_ratio: float,
         max_grad_norm: float | None = None,
         learning_starts: int = 0,
+        compile: bool = False,
     ) -> None:
         if utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {utd_ratio}")
         _check_parts(loss, optimizer, Loss)
         self._info = info
-        self._step = GradientStep(loss, optimizer, max_grad_norm)
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
         self._keys = list(loss.in_keys)
         self._buffer = buffer
         self._target_updater = target_updater
@@ -346,6 +409,11 @@ class OffPolicyUpdater:
     @property
     def loss(self) -> Loss:
         return self._step.loss
+
+    @property
+    def gradient_step(self) -> GradientStep:
+        """The step run on each sampled batch (whether it is compiled, steps so far)."""
+        return self._step
 
     @property
     def optimizer(self) -> torch.optim.Optimizer:
@@ -395,6 +463,32 @@ class OffPolicyUpdater:
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Restore :meth:`state_dict`."""
         self._debt = float(state["debt"])
+
+
+def compile_report(algorithm: Algorithm) -> dict[str, Any]:
+    """How much of ``algorithm``'s training ran compiled, and what compiling cost.
+
+    Returns:
+        ``{"steps": {group: optimizer steps run by a compiled GradientStep},
+        "eager_steps": {group: steps run eagerly}}`` (learners of the updaters of this
+        module) and :func:`~marl.algorithms._compile.compile_counts` (frames, graphs and
+        graph breaks compiled so far in this process).
+
+    Examples:
+        >>> from marl.algorithms import Algorithm
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> report = compile_report(Algorithm("mappo").build(MultiAgentFakeEnv(num_envs=2)))
+        >>> report["steps"], report["eager_steps"]
+        ({'walker': 0, 'picker': 0}, {'walker': 0, 'picker': 0})
+    """
+    steps, eager = {}, {}
+    for label, learner in algorithm.group_learners():
+        updater = learner.updater
+        if isinstance(updater, (OnPolicyUpdater, OffPolicyUpdater)):
+            step = updater.gradient_step
+            steps[label] = step.steps if step.compiled else 0
+            eager[label] = 0 if step.compiled else step.steps
+    return {"steps": steps, "eager_steps": eager, **compile_counts()}
 
 
 @dataclass
@@ -459,6 +553,7 @@ def off_policy_learner(
         utd_ratio=c.utd_ratio,
         max_grad_norm=c.max_grad_norm,
         learning_starts=c.learning_starts,
+        compile=info.compile,
     )
     return GroupLearner(
         info,

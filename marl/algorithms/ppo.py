@@ -99,6 +99,7 @@ def policy_gradient_learner(
         epochs=config.epochs,
         minibatch_size=config.minibatch_size,
         max_grad_norm=config.max_grad_norm,
+        compile=info.compile,
     )
     return GroupLearner(
         info,

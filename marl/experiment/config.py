@@ -94,6 +94,11 @@ class ExperimentConfig:
     """torch intra-op CPU threads (``None``: torch's default, one per core). The small networks
     of RL gain little from more threads and lose a lot when cores are shared: the default
     ``marl-run`` trained at 4,675 frames/s with 1 thread and 385 with 2 on a busy 2-core machine."""
+    compile: bool | None = None
+    """Compile each learner's loss and backward and the collection policy with
+    ``torch.compile`` (``None``: the algorithm's default, off for every algorithm today;
+    the measurements are in ``docs/advanced/compile.md``). The first batches pay the
+    compilation (seconds to a minute a graph on a small CPU)."""
 
     # --- frames --------------------------------------------------------------
     num_envs: int | None = None

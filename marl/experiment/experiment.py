@@ -44,6 +44,7 @@ from marl.algorithms import (
     EvalEpisodes,
     Trainer,
     TrainerCallback,
+    compile_report,
     get_algorithm,
 )
 from marl.collectors import Collector
@@ -459,7 +460,7 @@ class Experiment:
             )
             eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
-        self.algorithm.build(env, seed=self.seed, device=c.train_device)
+        self.algorithm.build(env, seed=self.seed, device=c.train_device, compile=c.compile)
         collector = Collector(
             env,
             self.algorithm.policy,
@@ -538,6 +539,9 @@ class Experiment:
         self.plot()
         self._status("complete")
         summary: dict[str, Any] = {"frames": trainer.frames, "folder": str(self.folder)}
+        if self.algorithm.compiled:
+            summary["compile"] = compile_report(self.algorithm)
+            log.info("compiled updates: %s", summary["compile"])
         for logs in history:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary

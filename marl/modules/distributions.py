@@ -116,6 +116,9 @@ class TanhNormal(D.Distribution):
         )
 
 
+_ALL_MASKED = "every mask row must allow at least one action; got an all-False row"
+
+
 def _masked_logits(
     logits: torch.Tensor | None, probs: torch.Tensor | None, mask: torch.Tensor | None
 ) -> torch.Tensor:
@@ -132,8 +135,11 @@ def _masked_logits(
             f"mask last dim ({mask.shape[-1]}) must equal the number of actions "
             f"({logits.shape[-1]}); mask {tuple(mask.shape)}, logits {tuple(logits.shape)}"
         )
-    if not bool(mask.any(-1).all()):
-        raise ValueError("every mask row must allow at least one action; got an all-False row")
+    if torch.compiler.is_compiling():
+        # a host check would break the compiled graph: the same check, kept in the graph
+        torch._assert_async(mask.any(-1).all(), _ALL_MASKED)
+    elif not bool(mask.any(-1).all()):
+        raise ValueError(_ALL_MASKED)
     # a finite minimum keeps log-probs and entropies finite (0 * min = 0, not nan)
     return logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
 
