@@ -1,14 +1,40 @@
-"""Run every test and doctest on one torch thread.
+"""Run every test and doctest on one torch thread; ``--disable-learning`` for the learning tests.
 
 The networks and envs in the tests are small: a second intra-op thread gains
 nothing, and on a busy 2-core machine it stalls for milliseconds per op
 (measured: a 64-frame PPO iteration took 2 s with 2 threads and 20 ms with 1).
+
+``pytest --disable-learning tests/algorithms/test_learning_marl.py`` turns every
+optimizer step into a no-op: each learning test must then fail (a learning test
+that still passes without learning proves nothing).
 """
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--disable-learning",
+        action="store_true",
+        help="make every torch.optim optimizer's step() a no-op (the learning tests must fail)",
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if not config.getoption("--disable-learning"):
+        return
+
+    def no_step(self, closure=None):  # the signature of Optimizer.step
+        return None
+
+    for _, cls in inspect.getmembers(torch.optim, inspect.isclass):
+        if issubclass(cls, torch.optim.Optimizer):
+            cls.step = no_step
 
 
 @pytest.fixture(autouse=True)
