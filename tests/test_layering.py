@@ -16,6 +16,7 @@ ORDER = [
     "objectives",
     "collectors",
     "algorithms",
+    "export",
     "report",
     "experiment",
     "bench",

@@ -164,7 +164,9 @@ def action_bounds(info: GroupInfo) -> tuple[torch.Tensor, torch.Tensor]:
     low = torch.as_tensor(spec.low, dtype=torch.float32)
     high = torch.as_tensor(spec.high, dtype=torch.float32)
     if low.ndim >= info.batch_dims + 1:
-        low, high = low[index], high[index]
+        # copies, not views of the env's spec: the policy keeps only what it uses, and an
+        # exported program stores them whole (marl.export)
+        low, high = low[index].clone(), high[index].clone()
     return low.to(info.device), high.to(info.device)
 
 

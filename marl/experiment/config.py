@@ -13,7 +13,10 @@ import types
 import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from importlib.util import find_spec
 from typing import Any
+
+from marl.export import FORMATS as EXPORT_FORMATS
 
 __all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
 
@@ -155,6 +158,13 @@ class ExperimentConfig:
     restore_file: str | None = None
     """A checkpoint to resume from: training continues from its frame count, not from zero."""
 
+    # --- export --------------------------------------------------------------
+    export: list[str] = field(default_factory=list)
+    """Export every group's deterministic policy when training ends, to ``export/`` in the
+    run folder: any of ``pt2`` (``torch.export``) and ``onnx`` (needs ``marl[export]``), each
+    checked against the eager policy on 1,000 random observations (see ``marl.export``). A
+    finished run exports with ``marl-run --resume RUN_DIR experiment.export=[onnx]``."""
+
     def validate(self) -> ExperimentConfig:
         """Check every field; return ``self``.
 
@@ -184,6 +194,21 @@ class ExperimentConfig:
             self.log_interval_s is None or self.log_interval_s > 0, "log_interval_s", "None or > 0"
         )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads", "None or >= 1")
+        if isinstance(self.export, str):
+            self.export = [self.export]
+        for fmt in self.export:
+            if fmt not in EXPORT_FORMATS:
+                raise ValueError(
+                    f"experiment.export: unknown format {fmt!r}; expected any of "
+                    f"{list(EXPORT_FORMATS)}"
+                )
+        if "onnx" in self.export:
+            # found now, not after hours of training
+            missing = [m for m in ("onnx", "onnxscript", "onnxruntime") if not find_spec(m)]
+            if missing:
+                raise ImportError(
+                    f'experiment.export=[onnx] needs {missing}: pip install "marl[export]"'
+                )
         for name in self.loggers:
             if name not in LOGGERS:
                 raise ValueError(

@@ -13,6 +13,7 @@ The output folder::
     curves.png           training and evaluation return against frames
     videos/eval_<frames>.mp4
     checkpoints/checkpoint_<frames>.pt, checkpoints/latest.pt
+    export/<group>.pt2, export/<group>.onnx, export/manifest.json   (experiment.export)
     status.json          {"status": "running" | "complete" | "failed" | "interrupted", ...}
 
 A run continues from its checkpoint with :meth:`Experiment.resume` (``marl-run --resume
@@ -537,6 +538,8 @@ class Experiment:
             self.results.set_absolute_metrics(ev.returns, ev.group_returns)
             self.results.write(self.folder / "results.json")
         self.plot()
+        if c.export:
+            self.export(c.export)
         self._status("complete")
         summary: dict[str, Any] = {"frames": trainer.frames, "folder": str(self.folder)}
         if self.algorithm.compiled:
@@ -545,6 +548,26 @@ class Experiment:
         for logs in history:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary
+
+    def export(self, formats: Sequence[str] = ("pt2", "onnx")) -> dict[str, dict[str, Path]]:
+        """Export every group's deterministic policy to ``<folder>/export`` (see
+        :func:`marl.export.export_policies`); ``experiment.export`` calls it when training ends.
+
+        Returns:
+            ``{group: {format: path}}``.
+        """
+        from marl.export import export_policies
+
+        start = time.time()
+        written = export_policies(self.algorithm, self.folder / "export", formats=formats)
+        log.info(
+            "exported %s as %s to %s (%.0f s, each checked on 1,000 random observations)",
+            ", ".join(written),
+            "/".join(formats),
+            self.folder / "export",
+            time.time() - start,
+        )
+        return written
 
     def _load_restore(self) -> tuple[Path, dict[str, Any]] | None:
         """The checkpoint to resume from, checked against this run's config."""
