@@ -34,7 +34,7 @@ from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
 from marl.envs.common import EnvBase
 from marl.envs.transforms import Transform, TransformedEnv
 
-__all__ = ["list_tasks", "load_task_config", "make_task", "task_available"]
+__all__ = ["install_hints", "list_tasks", "load_task_config", "make_task", "task_available"]
 
 _FAMILY_PACKAGES = {
     "vmas": "vmas",
@@ -300,6 +300,27 @@ def task_available(name: str) -> bool:
         except Exception:  # missing optional simulator (box2d, mujoco) or unknown id
             return False
     return True
+
+
+def install_hints() -> dict[str, tuple[list[str], str]]:
+    """The catalogued tasks that are not available, by family, with the command that adds them.
+
+    Returns:
+        ``{family: (task names, 'pip install "marl[<family>]"')}``, only for
+        families with unavailable tasks.
+
+    Examples:
+        >>> hints = install_hints()
+        >>> all(cmd == f'pip install "marl[{fam}]"' for fam, (_, cmd) in hints.items())
+        True
+    """
+    hints: dict[str, tuple[list[str], str]] = {}
+    for name in list_tasks():
+        if not task_available(name):
+            family = name.split("/")[0]
+            # every family's extra is named after it (pyproject.toml)
+            hints.setdefault(family, ([], f'pip install "marl[{family}]"'))[0].append(name)
+    return hints
 
 
 def make_task(

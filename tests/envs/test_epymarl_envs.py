@@ -224,3 +224,28 @@ def test_render_gives_an_rgb_frame():
         pytest.skip(f"pyglet cannot render on this machine: {err!r}")
     assert frame.ndim == 3 and frame.shape[-1] == 3 and frame.dtype == np.uint8
     assert frame.std() > 0
+
+
+def test_a_missing_family_is_left_out_of_the_help_with_its_extra(monkeypatch):
+    """``list_tasks(available=True)`` and ``marl-run --help`` without rware installed."""
+    import importlib.util
+
+    from marl.envs import list_tasks
+    from marl.envs.tasks import install_hints
+    from marl.experiment.cli import _tasks
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "rware" else find_spec(name, *a),
+    )
+    available = list_tasks(available=True)
+    assert "lbforaging/8x8-2p-2f-coop" in available
+    assert not any(name.startswith("rware/") for name in available)
+    names, command = install_hints()["rware"]
+    assert names == list_tasks("rware") and len(names) == 5
+    assert command == 'pip install "marl[rware]"'
+    text = _tasks()
+    assert "rware/tiny-2ag" not in text.split("\n")[0]
+    assert '5 rware tasks (pip install "marl[rware]")' in text

@@ -15,6 +15,10 @@ from marl.envs.libs._tuple_agents import TupleAgentsEnv
 __all__ = ["LBForagingEnv"]
 
 
+# Action enum member -> index, filled at the first env (``Enum.value`` is slow per step)
+_ACTION_INDEX: dict[Any, int] = {}
+
+
 class LBForagingEnv(TupleAgentsEnv):
     """A Level-Based Foraging env (``lbforaging`` 2.x), unbatched.
 
@@ -64,12 +68,21 @@ class LBForagingEnv(TupleAgentsEnv):
     example_id = "Foraging-8x8-2p-2f-coop-v3"
     has_action_mask = True
 
+    def _import_package(self) -> Any:
+        package = super()._import_package()
+        if not _ACTION_INDEX:
+            from lbforaging.foraging.environment import Action
+
+            _ACTION_INDEX.update({a: a.value for a in Action})
+        return package
+
     def _action_masks(self) -> np.ndarray:
         env = self._env
         valid = env._valid_actions  # the package's own per-player legal actions
+        index = _ACTION_INDEX
         masks = np.zeros((self.n_agents, 6), dtype=bool)
         for i, player in enumerate(env.players):
-            masks[i, [a.value for a in valid[player]]] = True
+            masks[i, [index[a] for a in valid[player]]] = True
         return masks
 
     def _time_limit_reached(self) -> bool:
