@@ -71,6 +71,10 @@ class RwareEnv(TupleAgentsEnv):
         seed: int | None = None,
         *,
         reward_type: str | None = None,
+        categorical_actions: bool = True,
+        device: Any = None,
+        keep_float64: bool = False,
+        check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
         if reward_type is not None:
@@ -82,7 +86,17 @@ class RwareEnv(TupleAgentsEnv):
                 raise ValueError("reward_type= needs env_id=, not env=")
             rware = self._import_package()
             kwargs["reward_type"] = rware.RewardType[reward_type.upper()]
-        super().__init__(env_id, env, group_map, seed, **kwargs)
+        super().__init__(
+            env_id,
+            env,
+            group_map,
+            seed,
+            categorical_actions=categorical_actions,
+            device=device,
+            keep_float64=keep_float64,
+            check_actions=check_actions,
+            **kwargs,
+        )
 
     def _time_limit_reached(self) -> bool:
         return True
