@@ -28,7 +28,6 @@ from marl.envs.libs._spaces import (
     numpy_to_torch_dtype,
     space_to_spec,
     stack_agent_specs,
-    to_numpy_action,
 )
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, OneHot, Unbounded
@@ -204,7 +203,6 @@ class TupleAgentsEnv(EnvBase):
             for g in self.group_map
         }
         self._one_hot = {g: isinstance(act_spec[g, "action"], OneHot) for g in self.group_map}
-        self._act_space = act_spaces[0]
         self._group_sizes = {g: torch.Size([len(m)]) for g, m in self.group_map.items()}
         # (group, agent indices); None when the group is every agent in order (no gather)
         self._groups = [
@@ -246,12 +244,21 @@ class TupleAgentsEnv(EnvBase):
         return out if self.device.type == "cpu" else out.to(self.device)
 
     def _actions(self, td: TensorDictBase) -> list[Any]:
-        """Every agent's action in agent order (ints; lists for ``MultiDiscrete``)."""
+        """Every agent's action in agent order (ints; lists for ``MultiDiscrete``).
+
+        Straight from the tensor (``tolist``), without numpy: both packages take
+        Python ints, and this runs at every step.
+        """
         actions: list[Any] = [0] * self.n_agents
-        for g, idx in self._index.items():
-            a = to_numpy_action(td.get((g, "action")), self._act_space, self._one_hot[g]).tolist()
+        for g, idx in self._groups:
+            a = td.get((g, "action"))
+            if self._one_hot[g]:
+                a = a.argmax(-1)
+            values = a.tolist()
+            if idx is None:
+                return values
             for j, i in enumerate(idx):
-                actions[i] = a[j]
+                actions[i] = values[j]
         return actions
 
     # ------------------------------------------------------------ reset / step
