@@ -200,8 +200,22 @@ def test_same_seed_same_rollout_other_seed_other_rollout(make):
         (lambda: LBForagingEnv(), ValueError, "exactly one of env_id= or env="),
         (lambda: LBForagingEnv(env=_raw(LBF_ID), sight=2), ValueError, "need env_id="),
         (lambda: make_task("lbforaging/5x5-2p-1f", sightt=2), ValueError, "closest|accepted"),
+        (
+            lambda: RwareEnv("rware-tiny-2ag-v2", observation_type=rware.ObservationType.DICT),
+            NotImplementedError,
+            "got a Dict observation space",
+        ),
     ],
-    ids=["unknown-id", "other-family", "bad-arg", "bad-reward-type", "no-id", "env-kwargs", "task"],
+    ids=[
+        "unknown-id",
+        "other-family",
+        "bad-arg",
+        "bad-reward-type",
+        "no-id",
+        "env-kwargs",
+        "task",
+        "dict-obs",
+    ],
 )
 def test_bad_arguments_get_clear_errors(build, error, match):
     with pytest.raises(error, match=match):

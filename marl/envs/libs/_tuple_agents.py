@@ -98,6 +98,13 @@ class TupleAgentsEnv(EnvBase):
                 f"{type(self).__name__} needs Tuple observation and action spaces (one entry "
                 f"per agent), got {type(obs_space).__name__} and {type(act_space).__name__}"
             )
+        for space in obs_space.spaces:
+            if type(space).__name__ not in ("Box", "MultiBinary"):
+                raise NotImplementedError(
+                    f"{type(self).__name__} takes array observations (Box), got a "
+                    f"{type(space).__name__} observation space; use the flattened or image "
+                    "observation types"
+                )
         self._env = env
         self.env_id = env_id
         n = len(act_space.spaces)
