@@ -22,6 +22,7 @@ BENCHMARKS = {
     "replay_buffer": "benchmarks.bench_replay_buffer",
     "vmas_env": "benchmarks.bench_vmas_env",
     "pettingzoo_env": "benchmarks.bench_pettingzoo_env",
+    "epymarl_envs": "benchmarks.envs.bench_epymarl_envs",
     "collector": "benchmarks.bench_collector",
     "action_checks": "benchmarks.bench_action_checks",
     "train_e2e": "benchmarks.speed.train_e2e",

@@ -15,7 +15,7 @@ from marl.envs.checks import EnvSpecError, check_env_specs
 from marl.envs.common import EnvBase, make_done_spec, step_mdp
 
 # Wrappers import their third-party library lazily (when an env is built).
-from marl.envs.libs import GymnasiumEnv, PettingZooEnv, VmasEnv
+from marl.envs.libs import GymnasiumEnv, LBForagingEnv, PettingZooEnv, RwareEnv, VmasEnv
 from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
 
@@ -29,11 +29,13 @@ __all__ = [
     "GymnasiumEnv",
     "InitTracker",
     "InvalidActionError",
+    "LBForagingEnv",
     "ObservationNorm",
     "ParallelEnv",
     "PettingZooEnv",
     "RenameTransform",
     "RewardSum",
+    "RwareEnv",
     "SerialEnv",
     "StepCounter",
     "Transform",

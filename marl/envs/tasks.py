@@ -4,7 +4,8 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 ``"gymnasium/cartpole"``, ...) is one YAML file with:
 
 - ``description``: one line;
-- ``family``: ``vmas``, ``pettingzoo`` or ``gymnasium`` (the wrapper to use);
+- ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging`` or
+  ``rware`` (the wrapper to use);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -33,9 +34,28 @@ from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
 from marl.envs.common import EnvBase
 from marl.envs.transforms import Transform, TransformedEnv
 
-__all__ = ["list_tasks", "load_task_config", "make_task", "task_available"]
+__all__ = ["install_hints", "list_tasks", "load_task_config", "make_task", "task_available"]
 
-_FAMILY_PACKAGES = {"vmas": "vmas", "pettingzoo": "pettingzoo", "gymnasium": "gymnasium"}
+_FAMILY_PACKAGES = {
+    "vmas": "vmas",
+    "pettingzoo": "pettingzoo",
+    "gymnasium": "gymnasium",
+    "lbforaging": "lbforaging",
+    "rware": "rware",
+}
+# The Gymnasium-registered families with tuple spaces over agents: (module, class).
+_TUPLE_FAMILIES = {
+    "lbforaging": ("marl.envs.libs.lbforaging", "LBForagingEnv"),
+    "rware": ("marl.envs.libs.rware", "RwareEnv"),
+}
+_TUPLE_ARGS = {
+    "env_id",
+    "group_map",
+    "seed",
+    "categorical_actions",
+    "device",
+    "keep_float64",
+}
 _WRAPPER_ARGS = {
     "vmas": {
         "num_envs",
@@ -71,6 +91,39 @@ _WRAPPER_ARGS = {
         "device",
         "render_mode",
         "keep_float64",
+    },
+    "lbforaging": _TUPLE_ARGS
+    | {
+        "max_episode_steps",
+        "sight",
+        "force_coop",
+        "penalty",
+        "normalize_reward",
+        "observe_agent_levels",
+        "grid_observation",
+        "players",
+        "field_size",
+        "max_num_food",
+        "min_player_level",
+        "max_player_level",
+        "min_food_level",
+        "max_food_level",
+        "render_mode",
+    },
+    "rware": _TUPLE_ARGS
+    | {
+        "reward_type",
+        "max_steps",
+        "max_inactivity_steps",
+        "sensor_range",
+        "request_queue_size",
+        "n_agents",
+        "msg_bits",
+        "column_height",
+        "shelf_rows",
+        "shelf_columns",
+        "normalised_coordinates",
+        "render_mode",
     },
 }
 
@@ -156,14 +209,17 @@ def _catalogue_root() -> Path:
 @lru_cache(maxsize=1)
 def _index() -> dict[str, Path]:
     root = _catalogue_root()
-    return {f"{p.parent.name}/{p.stem}": p for p in sorted(root.glob("*/*.yaml")) if p.is_file()}
+    # sorted by task name, not by path: "a-2s.yaml" sorts before "a.yaml"
+    found = {f"{p.parent.name}/{p.stem}": p for p in root.glob("*/*.yaml") if p.is_file()}
+    return dict(sorted(found.items()))
 
 
 def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
     """Names of the catalogued tasks, sorted.
 
     Args:
-        family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``).
+        family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
+            ``"lbforaging"``, ``"rware"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -224,6 +280,14 @@ def task_available(name: str) -> bool:
             _find_task(config["env"]["task"])
         except (ImportError, ValueError):
             return False
+    if family in _TUPLE_FAMILIES:
+        import gymnasium
+
+        importlib.import_module(_FAMILY_PACKAGES[family])  # registers its ids
+        try:
+            gymnasium.spec(config["env"]["env_id"])
+        except gymnasium.error.Error:
+            return False
     if family == "gymnasium":
         import gymnasium
 
@@ -236,6 +300,27 @@ def task_available(name: str) -> bool:
         except Exception:  # missing optional simulator (box2d, mujoco) or unknown id
             return False
     return True
+
+
+def install_hints() -> dict[str, tuple[list[str], str]]:
+    """The catalogued tasks that are not available, by family, with the command that adds them.
+
+    Returns:
+        ``{family: (task names, 'pip install "marl[<family>]"')}``, only for
+        families with unavailable tasks.
+
+    Examples:
+        >>> hints = install_hints()
+        >>> all(cmd == f'pip install "marl[{fam}]"' for fam, (_, cmd) in hints.items())
+        True
+    """
+    hints: dict[str, tuple[list[str], str]] = {}
+    for name in list_tasks():
+        if not task_available(name):
+            family = name.split("/")[0]
+            # every family's extra is named after it (pyproject.toml)
+            hints.setdefault(family, ([], f'pip install "marl[{family}]"'))[0].append(name)
+    return hints
 
 
 def make_task(
@@ -251,9 +336,9 @@ def make_task(
     Args:
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
         num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
-            defaults to 1, Gymnasium to a single unbatched env); PettingZoo
-            tasks are unbatched by default and stacked in a ``SerialEnv`` when
-            ``num_envs`` is given.
+            defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
+            LBF and RWARE tasks are unbatched by default and stacked in a
+            ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).
         check_actions: check every action's values at each step (NaN/inf,
@@ -340,14 +425,17 @@ def _build(
 
         scenario = kwargs.pop("scenario")
         return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
-    if family == "pettingzoo":
-        from marl.envs.libs.pettingzoo import PettingZooEnv
-
+    if family == "pettingzoo" or family in _TUPLE_FAMILIES:
+        if family == "pettingzoo":
+            from marl.envs.libs.pettingzoo import PettingZooEnv as wrapper
+        else:
+            module, cls = _TUPLE_FAMILIES[family]
+            wrapper = getattr(importlib.import_module(module), cls)
         if num_envs is None:
-            return PettingZooEnv(seed=seed, group_map=group_map, **kwargs)
+            return wrapper(seed=seed, group_map=group_map, **kwargs)
         from marl.envs.batched import SerialEnv
 
-        env = SerialEnv(num_envs, PettingZooEnv, dict(group_map=group_map, **kwargs))
+        env = SerialEnv(num_envs, wrapper, dict(group_map=group_map, **kwargs))
         if seed is not None:
             env.set_seed(seed)
         return env

@@ -46,10 +46,14 @@ def _slug(task: str) -> str:
 
 
 def _tasks() -> str:
-    """The catalogue's task names, for ``marl-run --help``."""
-    from marl.envs import list_tasks
+    """The installed catalogue tasks, then per missing family the extra that installs it."""
+    from marl.envs.tasks import install_hints, list_tasks
 
-    return ", ".join(list_tasks())
+    text = ", ".join(list_tasks(available=True)) or "(none installed)"
+    for family, (names, command) in install_hints().items():
+        listed = ", ".join(names) if len(names) <= 3 else f"{len(names)} {family} tasks"
+        text += f"\n  not installed: {listed} ({command})"
+    return text
 
 
 def _algorithm_folder_name(node: Any) -> str:

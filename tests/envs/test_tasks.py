@@ -34,6 +34,11 @@ EXPECTED = {
         "pistonball", "tictactoe", "connect_four",
     ],
     "gymnasium": ["cartpole", "pendulum", "lunarlander", "halfcheetah"],
+    "lbforaging": [
+        "5x5-2p-1f", "8x8-2p-2f", "8x8-2p-2f-coop", "8x8-2p-2f-2s-coop", "10x10-3p-3f",
+        "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
+    ],
+    "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag"],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -55,6 +60,8 @@ SMALL = {
     "pettingzoo/cooperative_pong": dict(max_cycles=4),
     "pettingzoo/pistonball": dict(max_cycles=4),
     "gymnasium": dict(num_envs=2),
+    "lbforaging": dict(max_episode_steps=4),
+    "rware": dict(max_steps=4),
 }
 
 
@@ -69,7 +76,9 @@ def test_task_files_are_complete(name):
     assert config["family"] == name.split("/")[0]
     assert isinstance(config["description"], str) and "\n" not in config["description"].strip()
     assert isinstance(config["env"], dict) and config["env"]
-    if config["family"] != "gymnasium":
+    if config["family"] in ("lbforaging", "rware"):  # agents agent_0..: one group "agents"
+        assert config["group_map"] == "all_in_one"
+    elif config["family"] != "gymnasium":
         assert config["group_map"] == "by_prefix"
     if config["family"] == "vmas":
         # BenchMARL's episode lengths: 500 for the passages and football, 200 for
@@ -167,7 +176,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 49\n"
+        "assert len(list_tasks()) == 63\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included

@@ -1,0 +1,154 @@
+"""LBForagingEnv and RwareEnv rollouts vs the raw packages' own loops: env-steps/s.
+
+For each family, both sides play the same task with uniform random actions, in
+the same process, on the same number of envs (1, and 8 stepped one after the
+other): the raw loop samples the env's ``Tuple`` action space, calls
+``env.step`` on each env and resets the ones that ended; the wrapper side runs
+``rollout(break_when_any_done=False)`` on the wrapper (a ``SerialEnv`` of 8
+wrappers for 8), which adds random actions from the action spec (legal ones
+under LBF's action mask), TensorDict outputs, resets and stacking over time.
+The raw envs are built like the wrappers build them (the registered class and
+arguments, without ``gymnasium.make``'s checker wrappers). Pairs of repetitions
+run back to back in alternating order; medians are reported.
+
+Target: >= 80% of raw (issue 18, single-process families).
+
+Usage:
+    python benchmarks/envs/bench_epymarl_envs.py [--reps 5] [--steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+from collections.abc import Callable
+
+import torch
+
+TARGET = 0.80
+# family -> (registered id, wrapper class name, wrapper arguments)
+TASKS = {
+    "lbforaging": ("Foraging-8x8-2p-2f-v3", "LBForagingEnv", {}),
+    "rware": ("rware-tiny-4ag-v2", "RwareEnv", {}),
+}
+
+
+def _raw_env(family: str, env_id: str) -> object:
+    import importlib
+
+    import gymnasium
+    from gymnasium.envs.registration import load_env_creator
+
+    importlib.import_module(family)  # the package registers its ids on import
+    spec = gymnasium.spec(env_id)
+    return load_env_creator(spec.entry_point)(**spec.kwargs)
+
+
+def raw_loop(family: str, num_envs: int, steps: int, seed: int = 0) -> float:
+    """Env-steps/s (summed over envs) of the package's own loop."""
+    env_id = TASKS[family][0]
+    envs = [_raw_env(family, env_id) for _ in range(num_envs)]
+    for i, env in enumerate(envs):
+        env.reset(seed=seed + i)
+        env.action_space.seed(seed + i)
+    start = time.perf_counter()
+    for _ in range(steps):
+        for env in envs:
+            _, _, done, truncated, _ = env.step(env.action_space.sample())
+            if done or truncated:
+                env.reset()
+    return steps * num_envs / (time.perf_counter() - start)
+
+
+def _wrapper(family: str, num_envs: int, seed: int) -> object:
+    import marl.envs as envs
+
+    env_id, cls_name, kwargs = TASKS[family]
+    cls: Callable = getattr(envs, cls_name)
+    if num_envs == 1:
+        return cls(env_id, seed=seed, **kwargs)
+    env = envs.SerialEnv(num_envs, cls, dict(env_id=env_id, **kwargs))
+    env.set_seed(seed)
+    return env
+
+
+def wrapper_rollout(family: str, num_envs: int, steps: int, seed: int = 0) -> float:
+    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
+    env = _wrapper(family, num_envs, seed)
+    env.reset()
+    start = time.perf_counter()
+    td = env.rollout(steps, break_when_any_done=False)
+    elapsed = time.perf_counter() - start
+    expected = torch.Size([steps] if num_envs == 1 else [num_envs, steps])
+    if td.batch_size != expected:
+        raise RuntimeError(f"unexpected rollout batch size {td.batch_size}, expected {expected}")
+    return steps * num_envs / elapsed
+
+
+def measure(family: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
+    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
+    raw_loop(family, num_envs, 20)  # warm-up
+    wrapper_rollout(family, num_envs, 20)
+    raw, wrapped, ratios = [], [], []
+    for rep in range(reps):
+        if rep % 2 == 0:
+            r = raw_loop(family, num_envs, steps, seed=rep)
+            w = wrapper_rollout(family, num_envs, steps, seed=rep)
+        else:
+            w = wrapper_rollout(family, num_envs, steps, seed=rep)
+            r = raw_loop(family, num_envs, steps, seed=rep)
+        raw.append(r)
+        wrapped.append(w)
+        ratios.append(w / r)
+    return {
+        "raw": statistics.median(raw),
+        "wrapper": statistics.median(wrapped),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: the wrappers vs the raw packages."""
+    steps = 300 if quick else 2000
+    rows = []
+    for family, (env_id, cls_name, _) in TASKS.items():
+        for num_envs in (1, 8):
+            n = steps if num_envs == 1 else steps // 8
+            m = measure(family, num_envs, 3 if quick else 5, n)
+            rows.append(
+                {
+                    "name": f"{cls_name} {env_id} rollout, {num_envs} env(s) x {n} steps",
+                    "value": m["wrapper"],
+                    "unit": "env-steps/s",
+                    "baseline_name": f"raw {family} loop",
+                    "baseline_value": m["raw"],
+                    "ratio": m["ratio"],
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=2000, help="steps per env with 1 env")
+    parser.add_argument("--family", choices=sorted(TASKS), action="append")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
+    for family in args.family or list(TASKS):
+        for num_envs in (1, 8):
+            steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
+            m = measure(family, num_envs, args.reps, steps)
+            verdict = "OK" if m["ratio"] >= TARGET else "BELOW TARGET"
+            print(
+                f"{TASKS[family][0]}, {num_envs} env(s) x {steps} steps: raw {family} "
+                f"{m['raw']:7.0f} env-steps/s | {TASKS[family][1]}.rollout {m['wrapper']:7.0f} "
+                f"env-steps/s | median paired ratio {m['ratio']:6.1%} (target {TARGET:.0%}) "
+                f"{verdict}"
+            )
+
+
+if __name__ == "__main__":
+    main()
