@@ -21,8 +21,8 @@ Examples:
     >>> algo = Algorithm("ppo").build(MultiAgentFakeEnv(num_envs=2))
     >>> policy = tensor_policy(algo, "walker")
     >>> [(i.name, i.shape) for i in policy.signature.inputs]
-    [('observation', (2, 3))]
-    >>> policy(torch.zeros(5, 2, 3)).shape  # 5 observations of the walker group's 2 agents
+    [('observation', (2, 6))]
+    >>> policy(torch.zeros(5, 2, 6)).shape  # 5 observations of the walker group's 2 agents
     torch.Size([5, 2, 2])
 
     ``export_policies(algo, "exported")`` writes ``exported/walker.pt2``,
