@@ -75,6 +75,8 @@ from marl.experiment.resume import (
     resume_arguments,
     run_folder_of,
 )
+from marl.export import FORMATS as EXPORT_FORMATS
+from marl.export import export_policies
 from marl.report.results import RunResults, atomic_write_json
 
 __all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
@@ -549,15 +551,13 @@ class Experiment:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary
 
-    def export(self, formats: Sequence[str] = ("pt2", "onnx")) -> dict[str, dict[str, Path]]:
+    def export(self, formats: Sequence[str] = EXPORT_FORMATS) -> dict[str, dict[str, Path]]:
         """Export every group's deterministic policy to ``<folder>/export`` (see
         :func:`marl.export.export_policies`); ``experiment.export`` calls it when training ends.
 
         Returns:
             ``{group: {format: path}}``.
         """
-        from marl.export import export_policies
-
         start = time.time()
         written = export_policies(self.algorithm, self.folder / "export", formats=formats)
         log.info(
