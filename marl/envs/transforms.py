@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from tensordict import TensorDictBase
 from torch import nn
 
@@ -346,8 +347,19 @@ class TransformedEnv(EnvBase):
         out = self.base_env._step_proc(base_td)
         return self.transform.step(td, out)
 
+    def set_seed(self, seed: int | None) -> int | None:
+        """Seed the base env, whose generator also draws this env's random actions."""
+        return self.base_env.set_seed(seed)
+
     def _set_seed(self, seed: int | None) -> None:
         self.base_env.set_seed(seed)
+
+    @property
+    def _rng(self) -> torch.Generator | None:
+        # Random actions come from the base env's generator, which the task's seed
+        # seeded when the base env was built; a generator of our own would be
+        # unseeded (torch's global stream) unless set_seed were called on this object.
+        return getattr(self.base_env, "_rng", None)
 
     def close(self) -> None:
         if self._owned:

@@ -212,3 +212,23 @@ def test_observation_norm_shared_stats_that_do_not_fit_a_key_are_refused():
         ObservationNorm(loc={"stat": 0.0}, scale=1.0, in_keys=["state"])
     with pytest.raises(ValueError, match="min_scale must be > 0"):
         ObservationNorm(min_scale=0.0)
+
+
+@pytest.mark.parametrize("seed_via", ["constructor", "set_seed"])
+def test_random_actions_follow_the_env_seed_not_the_global_stream(seed_via):
+    """A seeded env's random actions (off-policy warm-up, random baselines) repeat
+    whatever torch's global generator did before, and the transforms do not change that."""
+
+    def actions(env_seed, global_seed):
+        torch.manual_seed(global_seed)
+        if seed_via == "constructor":
+            env = TransformedEnv(MultiAgentFakeEnv(num_envs=4, seed=env_seed), [StepCounter(9)])
+        else:
+            env = TransformedEnv(MultiAgentFakeEnv(num_envs=4), [StepCounter(9)])
+            env.set_seed(env_seed)
+        td = env.reset()
+        return torch.cat([env.rand_action(td)[k].float().flatten() for k in env.action_keys])
+
+    first = actions(3, global_seed=0)
+    assert torch.equal(first, actions(3, global_seed=1))
+    assert not torch.equal(first, actions(4, global_seed=0))
