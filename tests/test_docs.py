@@ -78,3 +78,17 @@ def test_mkdocs_build_strict(tmp_path):
     assert 'id="marl.envs.VmasEnv"' in api  # a member of __all__ is rendered
     assert (site / "api" / "algorithms" / "index.html").is_file()
     assert (site / "advanced" / "replay_buffers" / "index.html").is_file()
+
+
+def test_every_catalogue_task_has_a_row_on_its_family_page():
+    """docs/basic/tasks/<family>.md lists every task of the family (the issue's "the
+    docs list every task"), so a task added to ``tasks/`` without its docs fails here."""
+    from marl.envs import list_tasks
+    from marl.envs.tasks import load_task_config
+
+    missing = []
+    for task in list_tasks():
+        page = ROOT / "docs" / "basic" / "tasks" / f"{load_task_config(task)['family']}.md"
+        if not page.exists() or f"| `{task}` |" not in page.read_text():
+            missing.append(f"{task} (in {page.relative_to(ROOT)})")
+    assert not missing, "tasks without a row on their family page: " + ", ".join(missing)

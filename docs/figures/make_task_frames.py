@@ -1,31 +1,78 @@
-"""Render one frame of an LBF and an RWARE catalogue task into ``docs/figures/`` (PNG).
+"""Render frames of catalogue tasks into ``docs/figures/`` (PNG), for the family pages.
 
-Run ``python docs/figures/make_task_frames.py`` (needs ``marl[lbforaging,rware]``
-and matplotlib). The frames come from the wrappers' ``render()``, which draws
-with pyglet headless (EGL) when there is no display; the PNGs are committed.
+Run ``python docs/figures/make_task_frames.py`` for every figure, or name some
+(``python docs/figures/make_task_frames.py vmas_frames.png``). It needs the families'
+extras and matplotlib. Each frame comes from the wrapper's ``render()`` after 5 random
+steps from the seeded start (seed 0); pyglet (VMAS, LBF, RWARE) draws headless (EGL)
+when there is no display, PettingZoo and Gymnasium draw with their ``rgb_array``
+render mode (MuJoCo through EGL). The PNGs are committed.
 """
 
+from __future__ import annotations
+
+import os
+import sys
 from pathlib import Path
 
 import matplotlib
 
 matplotlib.use("Agg")
 import matplotlib.image
+import matplotlib.pyplot as plt
 
 from marl.envs import make_task
+from marl.envs.tasks import load_task_config
+
+# MuJoCo (halfcheetah) needs an OpenGL backend: EGL draws without a display
+if not os.environ.get("DISPLAY"):
+    os.environ.setdefault("MUJOCO_GL", "egl")
 
 HERE = Path(__file__).resolve().parent
-FRAMES = {"lbforaging/8x8-2p-2f-coop": "lbforaging_frame.png", "rware/tiny-4ag": "rware_frame.png"}
+# one frame per file, or a row of frames with the task names as titles
+FIGURES: dict[str, list[str]] = {
+    "lbforaging_frame.png": ["lbforaging/8x8-2p-2f-coop"],
+    "rware_frame.png": ["rware/tiny-4ag"],
+    "vmas_frames.png": ["vmas/navigation", "vmas/balance", "vmas/transport", "vmas/football"],
+    "pettingzoo_frames.png": [
+        "pettingzoo/simple_tag",
+        "pettingzoo/multiwalker",
+        "pettingzoo/pistonball",
+        "pettingzoo/knights_archers_zombies",
+    ],
+    "gymnasium_frames.png": ["gymnasium/lunarlander", "gymnasium/halfcheetah"],
+}
 
 
-def main() -> None:
-    for task, filename in FRAMES.items():
-        env = make_task(task, seed=0)
-        env.rollout(5)  # a few random steps from the seeded start
-        frame = env.base_env.render()
-        matplotlib.image.imsave(HERE / filename, frame)
-        print(f"{task}: {frame.shape} -> {HERE / filename}")
+def frame(task: str):
+    """An RGB frame of ``task`` after 5 random steps from seed 0."""
+    family = load_task_config(task)["family"]
+    # VMAS renders any env on request; the others choose their render mode at build
+    overrides = {} if family in ("vmas", "lbforaging", "rware") else {"render_mode": "rgb_array"}
+    env = make_task(task, seed=0, **overrides)
+    try:
+        env.rollout(5)
+        return env.base_env.render()
+    finally:
+        env.close()
+
+
+def main(names: list[str]) -> None:
+    for filename in names or list(FIGURES):
+        tasks = FIGURES[filename]
+        if len(tasks) == 1:
+            image = frame(tasks[0])
+            matplotlib.image.imsave(HERE / filename, image)
+        else:
+            fig, axes = plt.subplots(1, len(tasks), figsize=(3.2 * len(tasks), 3.4))
+            for ax, task in zip(axes, tasks):
+                ax.imshow(frame(task))
+                ax.set_title(task, fontsize=10)
+                ax.axis("off")
+            fig.tight_layout()
+            fig.savefig(HERE / filename, dpi=100)
+            plt.close(fig)
+        print(f"{', '.join(tasks)} -> {HERE / filename}")
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
