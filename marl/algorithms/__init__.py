@@ -9,7 +9,7 @@
 Examples:
     >>> from marl.algorithms import get_algorithm, list_algorithms
     >>> list_algorithms()
-    ['a2c', 'ddpg', 'dqn', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'qmix', 'sac', 'td3', 'vdn']
+    ['a2c', 'ddpg', 'dqn', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'pqn', 'pqn_vdn', 'qmix', 'sac', 'td3', 'vdn']
     >>> get_algorithm("ppo").on_policy
     True
 """
@@ -30,6 +30,8 @@ from marl.algorithms import (
     mappo,
     masac,
     ppo,
+    pqn,
+    pqn_vdn,
     qmix,
     sac,
     td3,
@@ -55,6 +57,8 @@ from marl.algorithms.maddpg import MADDPGConfig
 from marl.algorithms.mappo import MAPPOConfig
 from marl.algorithms.masac import MASACConfig
 from marl.algorithms.ppo import PPOConfig
+from marl.algorithms.pqn import PQNConfig
+from marl.algorithms.pqn_vdn import PQNVDNConfig
 from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.sac import SACConfig
 from marl.algorithms.td3 import TD3Config
@@ -86,6 +90,8 @@ __all__ = [
     "MAPPOConfig",
     "MASACConfig",
     "PPOConfig",
+    "PQNConfig",
+    "PQNVDNConfig",
     "QMIXConfig",
     "SACConfig",
     "TD3Config",
@@ -164,6 +170,8 @@ for _module in (
     qmix,
     vdn,
     iql,
+    pqn,
+    pqn_vdn,
 ):
     register_algorithm(_module.SPEC)
 del _module

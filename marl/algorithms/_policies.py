@@ -136,12 +136,18 @@ def make_mlp(
     *,
     centralized: bool = False,
     share_params: bool = True,
+    layer_norm: bool = False,
 ) -> nn.Module:
     """An ``MLP`` for the root, a ``MultiAgentMLP`` for a group."""
     act = activation_class(activation)
     if info.name is None:
         return MLP(
-            in_features, out_features, num_cells=list(cells), activation=act, device=info.device
+            in_features,
+            out_features,
+            num_cells=list(cells),
+            activation=act,
+            device=info.device,
+            layer_norm=layer_norm,
         )
     return MultiAgentMLP(
         in_features,
@@ -152,6 +158,7 @@ def make_mlp(
         num_cells=list(cells),
         activation=act,
         device=info.device,
+        layer_norm=layer_norm,
     )
 
 
@@ -292,11 +299,24 @@ def state_action_value_critic(
 
 
 def q_value_network(
-    info: GroupInfo, cells: Sequence[int], activation: str, *, share_params: bool = True
+    info: GroupInfo,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    share_params: bool = True,
+    layer_norm: bool = False,
 ) -> TensorDictModule:
     """``Q(s, .)`` over every discrete action, written to ``action_value``."""
     in_keys, ndims, in_size = observation_inputs(info)
-    net = make_mlp(info, in_size, info.n_actions, cells, activation, share_params=share_params)
+    net = make_mlp(
+        info,
+        in_size,
+        info.n_actions,
+        cells,
+        activation,
+        share_params=share_params,
+        layer_norm=layer_norm,
+    )
     return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("action_value")])
 
 

@@ -36,11 +36,21 @@ class MLP(nn.Sequential):
         activation: activation class, instantiated after each hidden layer.
         activate_last: also apply the activation to the output.
         device: where to create the parameters.
+        layer_norm: normalize each hidden layer's pre-activations over its features
+            (no learned scale and shift: the next layer's weights absorb them). PQN's
+            Q-networks need it to train without a target network.
 
     Examples:
         >>> net = MLP(4, 2, depth=2, num_cells=32)
         >>> net(torch.zeros(10, 4)).shape
         torch.Size([10, 2])
+        >>> MLP(4, 2, depth=1, num_cells=8, layer_norm=True)
+        MLP(
+          (0): Linear(in_features=4, out_features=8, bias=True)
+          (1): LayerNorm((8,), eps=1e-05, elementwise_affine=False, bias=False)
+          (2): Tanh()
+          (3): Linear(in_features=8, out_features=2, bias=True)
+        )
     """
 
     def __init__(
@@ -53,13 +63,17 @@ class MLP(nn.Sequential):
         activation: type[nn.Module] = nn.Tanh,
         activate_last: bool = False,
         device: torch.device | str | None = None,
+        layer_norm: bool = False,
     ) -> None:
         cells = _cells(depth, num_cells)
         sizes = [in_features, *cells, out_features]
         layers: list[nn.Module] = []
         for i, (a, b) in enumerate(itertools.pairwise(sizes)):
             layers.append(nn.Linear(a, b, device=device))
-            if i < len(sizes) - 2 or activate_last:
+            hidden = i < len(sizes) - 2
+            if hidden and layer_norm:
+                layers.append(nn.LayerNorm(b, elementwise_affine=False, device=device))
+            if hidden or activate_last:
                 layers.append(activation())
         super().__init__(*layers)
         self.in_features = in_features
@@ -94,6 +108,8 @@ class MultiAgentMLP(nn.Module):
         num_cells: hidden width, or one width per hidden layer.
         activation: activation class.
         device: where to create the parameters.
+        layer_norm: normalize each hidden layer over its features, per agent (as
+            :class:`MLP`'s ``layer_norm``).
 
     Examples:
         >>> net = MultiAgentMLP(6, 2, n_agents=3, centralized=False, share_params=False,
@@ -114,6 +130,7 @@ class MultiAgentMLP(nn.Module):
         num_cells: int | Sequence[int] = 256,
         activation: type[nn.Module] = nn.Tanh,
         device: torch.device | str | None = None,
+        layer_norm: bool = False,
     ) -> None:
         super().__init__()
         if n_agents < 1:
@@ -127,6 +144,7 @@ class MultiAgentMLP(nn.Module):
         cells = _cells(depth, num_cells)
         sizes = [in_features, *cells, n_agent_outputs]
         self.activation = activation()
+        self.layer_norm = layer_norm
         if share_params:
             self.mlp = MLP(
                 in_features,
@@ -135,6 +153,7 @@ class MultiAgentMLP(nn.Module):
                 num_cells=cells,
                 activation=activation,
                 device=device,
+                layer_norm=layer_norm,
             )
         else:
             self.weights = nn.ParameterList(
@@ -207,5 +226,7 @@ class MultiAgentMLP(nn.Module):
         for i, (w, b) in enumerate(zip(self.weights, self.biases)):
             h = torch.baddbmm(b, h, w)
             if i < last:
+                if self.layer_norm:
+                    h = nn.functional.layer_norm(h, h.shape[-1:])
                 h = self.activation(h)
         return h

@@ -12,6 +12,7 @@ from marl.objectives.ddpg import DDPGLoss
 from marl.objectives.dqn import DQNLoss
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
 from marl.objectives.ppo import A2CLoss, PPOLoss
+from marl.objectives.pqn import PQNLoss, QLambda
 from marl.objectives.qmix import QMixLoss
 from marl.objectives.sac import DiscreteSACLoss, SACLoss
 from marl.objectives.targets import HardUpdate, SoftUpdate
@@ -28,6 +29,8 @@ __all__ = [
     "KeyedModule",
     "LossModule",
     "PPOLoss",
+    "PQNLoss",
+    "QLambda",
     "QMixLoss",
     "SACLoss",
     "SoftUpdate",

@@ -15,16 +15,19 @@ from marl.modules import MLP, MultiAgentMLP
 from marl.specs import Unbounded
 from marl.testing import MultiAgentFakeEnv
 
-MARL = ["iddpg", "ippo", "iql", "isac", "maddpg", "mappo", "masac", "qmix", "vdn"]
+MARL = ["iddpg", "ippo", "iql", "isac", "maddpg", "mappo", "masac", "pqn", "pqn_vdn", "qmix", "vdn"]
 ON_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "minibatch_size": 16, "epochs": 2}
 OFF_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "learning_starts": 0, "batch_size": 16}
 Q_SMALL = {"cells": (16,), "learning_starts": 0, "batch_size": 16}
+PQN_SMALL = {"cells": (16,), "minibatch_size": 16, "epochs": 2}
 
 
 def small(name: str, **extra) -> dict:
     """Small networks and immediate updates, so one iteration trains."""
     if name in ("iql", "vdn", "qmix"):
         base = Q_SMALL
+    elif name in ("pqn", "pqn_vdn"):
+        base = PQN_SMALL
     else:
         base = ON_SMALL if get_algorithm(name).on_policy else OFF_SMALL
     return {**base, **extra}
@@ -90,7 +93,7 @@ def test_builds_trains_and_changes_parameters(name):
 def test_unshared_parameters_are_vectorized_per_agent(name):
     group = _supported(name)[0]
     extra = {"share_policy_params": False}
-    if name not in ("iql", "vdn", "qmix"):
+    if name not in ("iql", "vdn", "qmix", "pqn", "pqn_vdn"):
         extra["share_critic_params"] = False
     algo = Algorithm(
         {group: name, **{g: "ippo" for g in {"walker", "picker"} - {group}}},
@@ -219,10 +222,13 @@ def test_critic_scope_all_sees_other_groups(name):
 
 
 # ------------------------------------------------------------------ action masks
-@pytest.mark.parametrize("name", ["mappo", "ippo", "masac", "isac", "qmix", "vdn", "iql"])
+@pytest.mark.parametrize(
+    "name", ["mappo", "ippo", "masac", "isac", "qmix", "vdn", "iql", "pqn", "pqn_vdn"]
+)
 def test_discrete_actions_respect_masks_when_sampling_and_in_mode(name):
     env = MultiAgentFakeEnv(num_envs=16, seed=0)
-    cfg = small(name, **({"eps_init": 1.0} if name in ("qmix", "vdn", "iql") else {}))
+    q_learning = ("qmix", "vdn", "iql", "pqn", "pqn_vdn")
+    cfg = small(name, **({"eps_init": 1.0} if name in q_learning else {}))
     algo = Algorithm({"picker": name, "walker": "ippo"}, config={"picker": cfg}).build(env, seed=0)
     for _ in range(5):
         td = env.reset()
@@ -274,12 +280,14 @@ def _zero_agent_grads(learner, agent: int) -> list[str]:
         ("iql", "picker"),
         ("vdn", "picker"),
         ("qmix", "picker"),
+        ("pqn", "picker"),
+        ("pqn_vdn", "picker"),
     ],
 )
 def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     env = _multi(8, MaskedFakeEnv)
     extra = {"share_policy_params": False}
-    if name not in ("iql", "vdn", "qmix"):
+    if name not in ("iql", "vdn", "qmix", "pqn", "pqn_vdn"):
         extra["share_critic_params"] = False
     if name == "mappo":
         extra["use_state"] = False
@@ -290,6 +298,8 @@ def test_masked_out_agents_do_not_reach_the_gradients(name, group):
     assert group_infos(env)[group].has_agent_mask
     if name in ("vdn", "qmix"):  # the loss is on Q_tot: masked agents' Qs are zeroed instead
         assert isinstance(learner.loss.local_value_network, MaskedAgentValues)
+    elif name == "pqn_vdn":
+        assert isinstance(learner.loss.value_network, MaskedAgentValues)
     else:  # the loss masks its own per-agent terms
         assert learner.loss.tensor_keys.agent_mask == (group, "mask")
     batch = _batch(algo, env).reshape(-1)

@@ -19,6 +19,10 @@ def per_agent_reference(net: MultiAgentMLP, x: torch.Tensor) -> torch.Tensor:
         for j, (w, b) in enumerate(zip(net.weights, net.biases)):
             h = h @ w[i] + b[i, 0]
             if j < len(net.weights) - 1:
+                if net.layer_norm:  # zero mean, unit variance over the features
+                    h = (h - h.mean(-1, keepdim=True)) / (
+                        h.var(-1, unbiased=False, keepdim=True) + 1e-5
+                    ).sqrt()
                 h = torch.tanh(h)
         outs.append(h)
     return torch.stack(outs, -2)
@@ -42,6 +46,23 @@ def test_multiagent_mlp_unshared_matches_per_agent_loop(centralized):
     # independent initialisation: no two agents share weights
     w = net.weights[0]
     assert all(not torch.equal(w[i], w[j]) for i in range(N) for j in range(i + 1, N))
+
+
+def test_layer_norm_normalizes_every_hidden_layer_shared_or_per_agent():
+    torch.manual_seed(0)
+    net = MultiAgentMLP(
+        IN, OUT, N, centralized=False, share_params=False, num_cells=16, layer_norm=True
+    )
+    x = 100 * torch.randn(4, N, IN)  # large inputs: without the norm tanh saturates
+    torch.testing.assert_close(net(x), per_agent_reference(net, x))
+    shared = MultiAgentMLP(
+        IN, OUT, N, centralized=False, share_params=True, num_cells=[16, 8], layer_norm=True
+    )
+    norms = [m for m in shared.mlp if isinstance(m, nn.LayerNorm)]
+    assert [m.normalized_shape for m in norms] == [(16,), (8,)]
+    hidden = nn.Sequential(*list(shared.mlp)[:2])(x)  # first Linear, then its norm
+    torch.testing.assert_close(hidden.mean(-1), torch.zeros(4, N), atol=1e-5, rtol=0)
+    assert not any(isinstance(m, nn.LayerNorm) for m in MLP(IN, OUT, num_cells=16))
 
 
 def test_multiagent_mlp_centralization_dependencies():
