@@ -60,7 +60,12 @@ class HAPPOLoss(PPOLoss):
     ) -> tuple[torch.Tensor, torch.Tensor, torch.distributions.Distribution]:
         """``log pi(a_i|o_i) - log pi_old(a_i|o_i)`` ``[*B, 1]``, the advantage ``[*B, n, 1]``
         and the distribution (every agent's: the vectorized actor computes them together)."""
-        adv = td.get(self.tensor_keys.advantage)
+        adv = td.get(self.tensor_keys.advantage, None)
+        if adv is None:
+            raise KeyError(
+                f"{self.tensor_keys.advantage!r} is missing: HAPPO's advantages are written "
+                "on the whole batch (the updater's process) before the agents' turns"
+            )
         if adv.ndim < td.batch_dims + 2:
             raise ValueError(
                 "HAPPOLoss expects per-agent advantages [*B, n_agents, 1], got shape "

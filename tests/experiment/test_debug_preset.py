@@ -24,6 +24,7 @@ CARTPOLE = ("gymnasium/cartpole", [])
 PENDULUM = ("gymnasium/pendulum", [])
 TASKS = {
     "mappo": NAVIGATION,
+    "happo": NAVIGATION,
     "ippo": NAVIGATION,
     "maddpg": NAVIGATION,
     "iddpg": NAVIGATION,
