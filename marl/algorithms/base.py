@@ -399,6 +399,10 @@ class Algorithm(nn.Module):
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Run every learner's updates on a processed batch.
 
+        Learners whose updaters are :class:`~marl.algorithms.contracts.JointUpdater`
+        of the same ``joint`` kind (HAPPO's) update together, in one call of the first
+        one's ``update_jointly``; the others update one by one, in group order.
+
         Returns:
             Mean loss terms and diagnostics, keyed ``"<group>/<name>"`` for groups and
             ``"<name>"`` for a single-agent env.

@@ -91,6 +91,9 @@ class HAPPOUpdater:
        (``AgentAdam.step(agents=[i])``), then ``M *= ratio`` of the updated agent on the
        whole batch; last, each critic trains for ``epochs`` passes.
 
+    The update runs eagerly: ``Algorithm.build(compile=True)`` compiles the collection
+    policy, not these steps.
+
     Args:
         group: the group's label (named in :attr:`last_order`).
         loss: the group's :class:`~marl.objectives.HAPPOLoss`.
