@@ -9,7 +9,7 @@
 Examples:
     >>> from marl.algorithms import get_algorithm, list_algorithms
     >>> list_algorithms()
-    ['a2c', 'ddpg', 'dqn', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'pqn', 'pqn_vdn', 'qmix', 'sac', 'td3', 'vdn']
+    ['a2c', 'ddpg', 'dqn', 'happo', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'pqn', 'pqn_vdn', 'qmix', 'sac', 'td3', 'vdn']
     >>> get_algorithm("ppo").on_policy
     True
 """
@@ -22,6 +22,7 @@ from marl.algorithms import (
     a2c,
     ddpg,
     dqn,
+    happo,
     iddpg,
     ippo,
     iql,
@@ -49,6 +50,7 @@ from marl.algorithms.base import (
 )
 from marl.algorithms.ddpg import DDPGConfig
 from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.happo import HAPPOConfig
 from marl.algorithms.iddpg import IDDPGConfig
 from marl.algorithms.ippo import IPPOConfig
 from marl.algorithms.iql import IQLConfig
@@ -82,6 +84,7 @@ __all__ = [
     "EvalEpisodes",
     "GroupInfo",
     "GroupLearner",
+    "HAPPOConfig",
     "IDDPGConfig",
     "IPPOConfig",
     "IQLConfig",
@@ -163,6 +166,7 @@ for _module in (
     td3,
     mappo,
     ippo,
+    happo,
     maddpg,
     iddpg,
     masac,

@@ -27,7 +27,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
-from marl.algorithms.contracts import Exploration, Loss, TargetUpdater, Updater
+from marl.algorithms.contracts import Exploration, JointUpdater, Loss, TargetUpdater, Updater
 from marl.data import ReplayBuffer
 from marl.envs.common import EnvBase
 
@@ -152,10 +152,14 @@ class GroupLearner(nn.Module):
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Store the processed batch and run the optimizer steps; returns mean loss terms."""
         logs = self.updater.update(batch)
-        frames = batch.numel()
+        self.advance_exploration(batch.numel())
+        return logs
+
+    def advance_exploration(self, frames: int) -> None:
+        """Step the exploration schedules by ``frames`` collected frames (after an update:
+        :meth:`update` calls it, ``Algorithm.update`` too after a joint update)."""
         for module in self.exploration:
             module.step(frames)
-        return logs
 
     def extra_state(self) -> dict[str, Any]:
         """The ``state_dict()`` of the parts that are not modules: optimizer, updater and
@@ -395,15 +399,39 @@ class Algorithm(nn.Module):
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """Run every learner's updates on a processed batch.
 
+        Learners whose updaters are :class:`~marl.algorithms.contracts.JointUpdater`
+        of the same ``joint`` kind (HAPPO's) update together, in one call of the first
+        one's ``update_jointly``; the others update one by one, in group order.
+
         Returns:
             Mean loss terms and diagnostics, keyed ``"<group>/<name>"`` for groups and
             ``"<name>"`` for a single-agent env.
         """
         self._check_built()
+        learners = dict(self.group_learners())
+        results: dict[str, dict[str, float]] = {}
+        for label, learner in learners.items():
+            if label in results:  # updated jointly with an earlier group
+                continue
+            updater = learner.updater
+            if not isinstance(updater, JointUpdater):
+                results[label] = learner.update(batch)
+                continue
+            # every group whose updater is of the same joint kind updates in one call
+            # (HAPPO: one permutation over the agents of all its groups)
+            members = [
+                k
+                for k, lr in learners.items()
+                if isinstance(lr.updater, JointUpdater) and lr.updater.joint == updater.joint
+            ]
+            joint_logs = updater.update_jointly(batch, [learners[k].updater for k in members])
+            for k, member_logs in zip(members, joint_logs, strict=True):
+                learners[k].advance_exploration(batch.numel())
+                results[k] = member_logs
         logs: dict[str, float] = {}
-        for label, learner in self.group_learners():
+        for label, learner in learners.items():
             prefix = "" if learner.info.name is None else f"{label}/"
-            for key, value in learner.update(batch).items():
+            for key, value in results[label].items():
                 logs[prefix + key] = value
         return logs
 

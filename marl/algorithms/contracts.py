@@ -18,6 +18,11 @@ its own storage) in its constructor and only calls them: it never replaces or
 reconfigures anyone's parts. It stores only the entries its loss reads
 (:attr:`Loss.in_keys`).
 
+A :class:`JointUpdater` (HAPPO's) updates together with the updaters of the same
+``joint`` kind in the other groups: ``Algorithm.update`` hands them all, in group
+order, to the first one's ``update_jointly``, which calls each one's own methods on
+each one's own entries (a group's updater still never reads another group's keys).
+
 State: every stateful part saves and restores itself with ``state_dict()`` and
 ``load_state_dict()`` (:class:`Stateful`): the modules (networks, exploration
 schedules, a loss's counters as module extra state), the optimizer, the updater
@@ -54,6 +59,7 @@ from marl.objectives import ValueEstimator
 __all__ = [
     "AdvantageLoss",
     "Exploration",
+    "JointUpdater",
     "Learner",
     "Loss",
     "Stateful",
@@ -129,6 +135,25 @@ class Updater(Stateful, Protocol):
     def process(self, batch: TensorDictBase) -> TensorDictBase: ...
 
     def update(self, batch: TensorDictBase) -> dict[str, float]: ...
+
+
+@runtime_checkable
+class JointUpdater(Updater, Protocol):
+    """An updater that runs one update together with its kind's updaters of other groups.
+
+    - ``joint``: the kind; ``Algorithm.update`` gives every group whose updater has the
+      same ``joint`` to the first one's ``update_jointly`` (the groups of other
+      algorithms update as usual);
+    - ``update_jointly(batch, updaters)``: one update of every updater in ``updaters``
+      (``self`` among them) on a processed batch; one log dict per updater, in order.
+      ``update(batch)`` is ``update_jointly(batch, [self])[0]``.
+    """
+
+    joint: str
+
+    def update_jointly(
+        self, batch: TensorDictBase, updaters: Sequence[JointUpdater]
+    ) -> list[dict[str, float]]: ...
 
 
 @runtime_checkable

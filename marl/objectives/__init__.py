@@ -11,6 +11,7 @@ from marl.objectives.common import KeyedModule, LossModule
 from marl.objectives.ddpg import DDPGLoss
 from marl.objectives.dqn import DQNLoss
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
+from marl.objectives.happo import HAPPOLoss
 from marl.objectives.ppo import A2CLoss, PPOLoss
 from marl.objectives.pqn import PQNLoss, QLambda
 from marl.objectives.qmix import QMixLoss
@@ -25,6 +26,7 @@ __all__ = [
     "DDPGLoss",
     "DQNLoss",
     "DiscreteSACLoss",
+    "HAPPOLoss",
     "HardUpdate",
     "KeyedModule",
     "LossModule",

@@ -15,7 +15,20 @@ from marl.objectives import GAE, HardUpdate
 from marl.testing import MultiAgentFakeEnv, SingleAgentFakeEnv
 
 SMALL = {"actor_cells": (8,), "critic_cells": (8,), "cells": (8,)}
-MARL = ["iddpg", "ippo", "iql", "isac", "maddpg", "mappo", "masac", "pqn", "pqn_vdn", "qmix", "vdn"]
+MARL = [
+    "happo",
+    "iddpg",
+    "ippo",
+    "iql",
+    "isac",
+    "maddpg",
+    "mappo",
+    "masac",
+    "pqn",
+    "pqn_vdn",
+    "qmix",
+    "vdn",
+]
 
 
 def _small(name: str, **extra) -> dict:

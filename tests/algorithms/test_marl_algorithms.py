@@ -15,7 +15,20 @@ from marl.modules import MLP, MultiAgentMLP
 from marl.specs import Unbounded
 from marl.testing import MultiAgentFakeEnv
 
-MARL = ["iddpg", "ippo", "iql", "isac", "maddpg", "mappo", "masac", "pqn", "pqn_vdn", "qmix", "vdn"]
+MARL = [
+    "happo",
+    "iddpg",
+    "ippo",
+    "iql",
+    "isac",
+    "maddpg",
+    "mappo",
+    "masac",
+    "pqn",
+    "pqn_vdn",
+    "qmix",
+    "vdn",
+]
 ON_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "minibatch_size": 16, "epochs": 2}
 OFF_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "learning_starts": 0, "batch_size": 16}
 Q_SMALL = {"cells": (16,), "learning_starts": 0, "batch_size": 16}

@@ -24,6 +24,7 @@ CARTPOLE = ("gymnasium/cartpole", [])
 PENDULUM = ("gymnasium/pendulum", [])
 TASKS = {
     "mappo": NAVIGATION,
+    "happo": NAVIGATION,
     "ippo": NAVIGATION,
     "maddpg": NAVIGATION,
     "iddpg": NAVIGATION,
@@ -32,6 +33,8 @@ TASKS = {
     "qmix": DISCRETE_NAVIGATION,
     "vdn": DISCRETE_NAVIGATION,
     "iql": DISCRETE_NAVIGATION,
+    "pqn": DISCRETE_NAVIGATION,
+    "pqn_vdn": DISCRETE_NAVIGATION,
     "ppo": CARTPOLE,
     "a2c": CARTPOLE,
     "dqn": CARTPOLE,

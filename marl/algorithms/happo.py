@@ -1,0 +1,356 @@
+"""HAPPO: heterogeneous-agent PPO (Kuba et al., 2022, "Trust region policy optimisation
+in multi-agent reinforcement learning").
+
+Each iteration, a centralized critic (MAPPO's) gives the advantages ``A``; then the
+agents of every HAPPO group, in one random order over all of them, update one after
+another. Agent ``i_m`` runs PPO's epochs and minibatches on its own clipped objective
+with the advantage ``M * A``, where ``M`` (one per sample, 1 at the start) is the
+product of the probability ratios ``pi_new / pi_old`` of the agents updated before it;
+after its turn ``M`` is multiplied by its own ratio on the whole batch. Then the critic
+regresses the value targets, as MAPPO's does.
+
+Roles:
+
+- :class:`HAPPOConfig`: MAPPO's hyperparameters, per-agent actors (required);
+- :class:`~marl.objectives.HAPPOLoss`: one agent's objective, its ratio, the critic's terms;
+- :class:`~marl.algorithms._agent_adam.AgentAdam`: the optimizer that steps one agent's
+  slice of the stacked actor parameters and leaves the others' (and their Adam state)
+  untouched;
+- :class:`HAPPOUpdater`: the sequential update, a
+  :class:`~marl.algorithms.contracts.JointUpdater`: ``Algorithm.update`` gives it every
+  HAPPO group, so that one permutation covers the agents of all of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from marl.algorithms._agent_adam import AgentAdam
+from marl.algorithms._critics import centralized_critic
+from marl.algorithms._learners import _Stats, clip_grad_norm_per_group_
+from marl.algorithms._policies import stochastic_actor
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.mappo import MAPPOConfig
+from marl.objectives import HAPPOLoss
+
+__all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo"]
+
+
+@dataclass
+class HAPPOConfig(MAPPOConfig):
+    """HAPPO hyperparameters: MAPPO's (BenchMARL-like defaults), per-agent actors.
+
+    ``epochs`` and ``minibatch_size`` apply to each agent's turn and to the critic's
+    update, so an iteration runs ``n_agents + 1`` times MAPPO's epochs.
+
+    Examples:
+        >>> HAPPOConfig().share_policy_params
+        False
+        >>> HAPPOConfig(share_policy_params=True)
+        Traceback (most recent call last):
+        ...
+        ValueError: happo updates each agent's policy in turn, so its agents need their own actor parameters: share_policy_params must be False, got True (use mappo for a shared actor)
+    """
+
+    share_policy_params: bool = False
+    """Must stay ``False``: HAPPO's agents are heterogeneous, each with its own actor
+    parameters (stacked per agent in one vectorized network)."""
+    epochs: int = 5
+    """Passes over the batch in each agent's turn, and in the critic's update (HARL's
+    ``ppo_epoch`` and ``critic_epoch``: 5)."""
+
+    def __post_init__(self) -> None:
+        if self.share_policy_params:
+            raise ValueError(
+                "happo updates each agent's policy in turn, so its agents need their own "
+                f"actor parameters: share_policy_params must be False, got "
+                f"{self.share_policy_params} (use mappo for a shared actor)"
+            )
+        if self.epochs < 1 or self.minibatch_size < 1:
+            raise ValueError(
+                f"epochs and minibatch_size must be >= 1, got {self.epochs}, {self.minibatch_size}"
+            )
+        super().__post_init__()
+
+
+class HAPPOUpdater:
+    """HAPPO's update of one group, run jointly with the other HAPPO groups'.
+
+    1. :meth:`process`: the centralized critic writes advantages and value targets (GAE).
+    2. :meth:`update_jointly` (``Algorithm.update`` calls it with every HAPPO group's
+       updater): each group's entries are flattened and its advantages standardized
+       once; ``M = 1`` per sample; one ``torch.randperm`` (torch's global generator,
+       which ``Trainer(seed=...)`` seeds) orders the agents of all the groups; each
+       agent in turn runs ``epochs`` passes of shuffled minibatches on its own
+       objective (:meth:`HAPPOLoss.actor_terms` with ``M``), stepping only its slice
+       (``AgentAdam.step(agents=[i])``), then ``M *= ratio`` of the updated agent on the
+       whole batch; last, each critic trains for ``epochs`` passes.
+
+    The update runs eagerly: ``Algorithm.build(compile=True)`` compiles the collection
+    policy, not these steps.
+
+    Args:
+        group: the group's label (named in :attr:`last_order`).
+        loss: the group's :class:`~marl.objectives.HAPPOLoss`.
+        optimizer: an :class:`AgentAdam` whose ``"actor"`` param group is stacked over
+            the group's agents.
+        n_agents: agents in the group.
+        epochs: passes over the batch per agent turn and for the critic.
+        minibatch_size: samples (env steps) per optimizer step.
+        max_grad_norm: gradient clipping of the actor and of the critic (``None``: off).
+
+    Raises:
+        ValueError: for a non-positive ``epochs``/``minibatch_size``, or an optimizer with
+            no per-agent actor group.
+    """
+
+    on_policy = True
+    joint = "happo"
+
+    def __init__(
+        self,
+        *,
+        group: str,
+        loss: HAPPOLoss,
+        optimizer: AgentAdam,
+        n_agents: int,
+        epochs: int,
+        minibatch_size: int,
+        max_grad_norm: float | None,
+    ) -> None:
+        if epochs < 1 or minibatch_size < 1:
+            raise ValueError(
+                f"epochs and minibatch_size must be >= 1, got {epochs}, {minibatch_size}"
+            )
+        if not isinstance(loss, HAPPOLoss) or loss.value_estimator is None:
+            raise TypeError(f"loss must be a HAPPOLoss with a critic, got {type(loss).__name__}")
+        if not isinstance(optimizer, AgentAdam) or not any(
+            g["n_agents"] == n_agents for g in optimizer.param_groups
+        ):
+            raise ValueError(
+                "optimizer must be an AgentAdam with a param group stacked over the "
+                f"{n_agents} agents (n_agents={n_agents}), got {type(optimizer).__name__}"
+            )
+        self.group = group
+        self._loss = loss
+        self._optimizer = optimizer
+        self.n_agents = n_agents
+        self.epochs = epochs
+        self.minibatch_size = minibatch_size
+        self.max_grad_norm = max_grad_norm
+        self._keys = list(loss.in_keys)
+        self.last_order: list[tuple[str, int]] = []
+        """The agents, ``(group, agent index)``, in the order of the last update."""
+
+    @property
+    def loss(self) -> HAPPOLoss:
+        return self._loss
+
+    @property
+    def optimizer(self) -> AgentAdam:
+        return self._optimizer
+
+    @property
+    def buffer(self) -> None:
+        """No buffer: each batch is used once."""
+        return None
+
+    def process(self, batch: TensorDictBase) -> TensorDictBase:
+        """Write the group's advantage and value target on the ``[*B, T]`` batch."""
+        with torch.no_grad():
+            self._loss.value_estimator(batch)
+        return batch
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """This group alone: :meth:`update_jointly` with ``[self]``."""
+        return self.update_jointly(batch, [self])[0]
+
+    def update_jointly(
+        self, batch: TensorDictBase, updaters: Sequence[HAPPOUpdater]
+    ) -> list[dict[str, float]]:
+        """One HAPPO update of every group in ``updaters``, one permutation over all agents.
+
+        Returns:
+            One log dict per updater: the means of its agents' and critic's loss terms
+            and diagnostics, and ``correction_mean``/``correction_std``, the final ``M``'s.
+        """
+        if self not in updaters:
+            raise ValueError("update_jointly must be given its own updater among the updaters")
+        data = [u._prepare(batch) for u in updaters]
+        n = data[0].numel()
+        factor = torch.ones(n, device=data[0].device)
+        agents = [(k, i) for k, u in enumerate(updaters) for i in range(u.n_agents)]
+        order = [agents[j] for j in torch.randperm(len(agents)).tolist()]
+        stats = [_Stats() for _ in updaters]
+        for k, i in order:
+            updater = updaters[k]
+            updater._agent_turn(data[k], i, factor, stats[k])
+            factor = factor * updater._loss.agent_ratio(data[k], i)
+        for updater, d, s in zip(updaters, data, stats):
+            updater._critic_update(d, s)
+        named = [(updaters[k].group, i) for k, i in order]
+        logs = []
+        for updater, s in zip(updaters, stats):
+            updater.last_order = named
+            logs.append(
+                {
+                    **s.means(),
+                    "correction_mean": factor.mean().item(),
+                    "correction_std": factor.std().item() if n > 1 else 0.0,
+                }
+            )
+        return logs
+
+    def _prepare(self, batch: TensorDictBase) -> TensorDictBase:
+        """The loss's entries, flattened, with the advantage standardized once for all turns."""
+        data = batch.select(*self._keys, strict=False).reshape(-1)
+        key = self._loss.tensor_keys.advantage
+        with torch.no_grad():
+            data.set(key, self._loss.standardized_advantage(data))
+        return data
+
+    def _minibatches(self, data: TensorDictBase, *extra: torch.Tensor):
+        """``epochs`` passes of shuffled minibatches (views of one gather per epoch)."""
+        n = data.numel()
+        size = min(self.minibatch_size, n)
+        for _ in range(self.epochs):
+            perm = torch.randperm(n, device=data.device)
+            shuffled, rest = data[perm], [t[perm] for t in extra]
+            for start in range(0, n - size + 1, size):
+                end = start + size
+                yield shuffled[start:end], *(t[start:end] for t in rest)
+
+    def _step(self, terms: TensorDictBase, agents: list[int] | None) -> None:
+        total = sum(v for k, v in terms.items() if k.startswith("loss_") and v.requires_grad)
+        if not isinstance(total, torch.Tensor):
+            return
+        total.backward()
+        if self.max_grad_norm is not None:
+            clip_grad_norm_per_group_(self._optimizer.param_groups, self.max_grad_norm)
+        self._optimizer.step(agents=agents)
+
+    def _agent_turn(
+        self, data: TensorDictBase, agent: int, factor: torch.Tensor, stats: _Stats
+    ) -> None:
+        """Agent ``agent``'s PPO epochs on ``M * A``; only its slice of the actor steps."""
+        for minibatch, mb_factor in self._minibatches(data, factor):
+            self._optimizer.zero_grad(set_to_none=True)
+            terms = self._loss.actor_terms(minibatch, agent, mb_factor)
+            self._step(terms, [agent])
+            stats.add(terms.detach())
+
+    def _critic_update(self, data: TensorDictBase, stats: _Stats) -> None:
+        """The critic's epochs on the value targets (the actors get no gradient)."""
+        for (minibatch,) in self._minibatches(data):
+            self._optimizer.zero_grad(set_to_none=True)
+            terms = self._loss.critic_terms(minibatch)
+            self._step(terms, None)
+            stats.add(terms.detach())
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state between batches: ``{}`` (the permutation is drawn from torch's
+        generator, which a run's checkpoint saves)."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""
+
+
+def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
+    """Build a HAPPO learner for one group: per-agent actors, MAPPO's centralized critic.
+
+    Args:
+        info: the group (it must have agents: a single-agent env's root has none to order).
+        config: hyperparameters.
+
+    Returns:
+        The group's learner, whose updater updates jointly with the other HAPPO groups'.
+
+    Raises:
+        ValueError: for a single-agent env.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> learner = build_happo(info, HAPPOConfig())
+        >>> [g["name"] for g in learner.optimizer.param_groups], learner.updater.joint
+        (['actor', 'critic'], 'happo')
+    """
+    if info.name is None:
+        raise ValueError(
+            "happo updates a group's agents one after another; a single-agent env (its "
+            "root group) has no agents to order: use ppo"
+        )
+    c = config
+    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=False)
+    critic = centralized_critic(
+        info,
+        c.critic_cells,
+        c.activation,
+        "state_value",
+        scope=c.critic_scope,
+        use_state=c.use_state,
+        share_params=c.share_critic_params,
+    )
+    loss = HAPPOLoss(
+        actor,
+        critic,
+        clip_epsilon=c.clip_epsilon,
+        entropy_coef=c.entropy_coef,
+        critic_coef=c.critic_coef,
+        loss_critic_type=c.loss_critic_type,
+        normalize_advantage=c.normalize_advantage,
+        clip_value=c.clip_value,
+        gamma=c.gamma,
+        lmbda=c.lmbda,
+    )
+    loss.set_keys(
+        **info.loss_keys(),
+        sample_log_prob=info.key("action_log_prob"),
+        value=info.key("state_value"),
+        advantage=info.key("advantage"),
+        value_target=info.key("value_target"),
+        truncated=info.done_key("truncated"),
+    )
+    critic_lr = c.lr if c.critic_lr is None else c.critic_lr
+    optimizer = AgentAdam(
+        [
+            # every actor parameter is stacked over the agents (MultiAgentMLP, unshared)
+            {"params": actor.parameters(), "lr": c.lr, "name": "actor", "n_agents": info.n_agents},
+            {"params": critic.parameters(), "lr": critic_lr, "name": "critic"},
+        ]
+    )
+    updater = HAPPOUpdater(
+        group=info.label,
+        loss=loss,
+        optimizer=optimizer,
+        n_agents=info.n_agents,
+        epochs=c.epochs,
+        minibatch_size=c.minibatch_size,
+        max_grad_norm=c.max_grad_norm,
+    )
+    return GroupLearner(
+        info,
+        algorithm="happo",
+        policy=actor,
+        loss=loss,
+        optimizer=optimizer,
+        updater=updater,
+        config=c,
+    )
+
+
+SPEC = AlgorithmSpec(
+    name="happo",
+    config_cls=HAPPOConfig,
+    builder=build_happo,
+    on_policy=True,
+    action_spaces=frozenset({"continuous", "discrete"}),
+    description="Heterogeneous-agent PPO: agents updated in turn, a centralized critic.",
+)
