@@ -11,6 +11,7 @@ drive different numbers of joints) and the global state.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -136,15 +137,23 @@ def group_by_shape(env: Any) -> GroupMap:
 def _with_state_space(env: Any) -> Any:
     """``env`` with a ``state_space`` (MaMuJoCo has ``state()`` but no space for it)."""
     import gymnasium
-    from pettingzoo.utils import BaseParallelWrapper
 
     state = np.asarray(env.state())
     space = gymnasium.spaces.Box(-np.inf, np.inf, shape=state.shape, dtype=state.dtype)
+    return _state_wrapper_class()(env, space)
 
-    class _State(BaseParallelWrapper):
-        state_space = space
 
-    return _State(env)
+@functools.cache
+def _state_wrapper_class() -> type:
+    """A PettingZoo wrapper that adds ``state_space`` (defined once pettingzoo is imported)."""
+    from pettingzoo.utils import BaseParallelWrapper
+
+    class WithStateSpace(BaseParallelWrapper):
+        def __init__(self, env: Any, state_space: Any) -> None:
+            super().__init__(env)
+            self.state_space = state_space
+
+    return WithStateSpace
 
 
 # A factory named like the other families' env classes: it returns the PettingZoo wrapper.
@@ -198,7 +207,7 @@ def MaMuJoCoEnv(
         **kwargs: Gymnasium MuJoCo arguments (``ctrl_cost_weight``, ...).
 
     Returns:
-        The ``PettingZooEnv`` (its ``pettingzoo_env`` is the MaMuJoCo env).
+        The ``PettingZooEnv`` (its ``pettingzoo_env.unwrapped`` is the MaMuJoCo env).
 
     Raises:
         ImportError: naming ``pip install "marl[mamujoco]"`` when
