@@ -35,8 +35,10 @@ MAPPO = {"lr": 1e-3, "epochs": 10, "minibatch_size": 500}
 FRAMES = 100_000  # 50 batches of 2000
 # Measured (trained / random / no-op, margin over no-op), 20 episodes of 100 steps:
 # seed 0 15.422 / -27.519 / -0.290, +15.713 (195 s wall, 109 CPU s, one thread, 2-core
-# machine at load ~3.4); seed 1 SEED1. With --disable-learning: DISABLED.
-# (With lr 3e-4 seed 0 reached only 5.797, +6.09.)
+# machine at load ~3.4); seed 1 16.767 / -31.067 / -0.347, +17.114 (243 s wall, 108 CPU s,
+# load ~4.2). With --disable-learning the untrained deterministic policy scores -0.837 and
+# -1.078 (margins -0.547 and -0.732): both seeds fail. (With lr 3e-4 seed 0 reached only
+# 5.797, +6.09.)
 MARGIN = 5.0
 
 
