@@ -35,8 +35,10 @@ def _import_mamujoco() -> Any:
 def mamujoco_partitions(scenario: str) -> list[str]:
     """The ``agent_conf`` partitions MaMuJoCo defines for a robot.
 
-    Read from the package's own partition table (``get_parts_and_edges``), so
-    the list follows the installed version.
+    The package keeps no table of them: they are read from the source of its
+    ``get_parts_and_edges`` (the strings its branch for ``scenario`` compares
+    the partition with), so the list follows the installed version. An empty
+    list means none was found; the package then checks the partition itself.
 
     Args:
         scenario: a robot such as ``"HalfCheetah"`` or ``"Humanoid"``.
@@ -60,11 +62,8 @@ def mamujoco_partitions(scenario: str) -> list[str]:
     known = _scenarios()
     if scenario not in known:
         raise ValueError(f"unknown MaMuJoCo scenario {scenario!r}; known: {known}")
-    # The package has no table of partitions: they are the string literals that
-    # ``get_parts_and_edges`` compares ``partitioning`` with, in its branch for
-    # this scenario. Read them from its source rather than copy them here.
-    source = inspect.getsource(obsk.get_parts_and_edges)
-    return _partitions_in_source(source, scenario)
+    # read from the package's source rather than copied here: they follow its version
+    return list(_partitions_in_source(inspect.getsource(obsk.get_parts_and_edges), scenario))
 
 
 def _scenarios() -> list[str]:
@@ -73,7 +72,8 @@ def _scenarios() -> list[str]:
     return list(mujoco_multi._MUJOCO_GYM_ENVIROMENTS)
 
 
-def _partitions_in_source(source: str, scenario: str) -> list[str]:
+@functools.cache
+def _partitions_in_source(source: str, scenario: str) -> tuple[str, ...]:
     import ast
     import textwrap
 
@@ -95,7 +95,7 @@ def _partitions_in_source(source: str, scenario: str) -> list[str]:
             if isinstance(inner, ast.If):
                 found.extend(s for s in literals(inner.test) if s not in found)
         break
-    return found
+    return tuple(found)
 
 
 def group_by_shape(env: Any) -> GroupMap:
