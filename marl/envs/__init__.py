@@ -15,7 +15,14 @@ from marl.envs.checks import EnvSpecError, check_env_specs
 from marl.envs.common import EnvBase, make_done_spec, step_mdp
 
 # Wrappers import their third-party library lazily (when an env is built).
-from marl.envs.libs import GymnasiumEnv, LBForagingEnv, PettingZooEnv, RwareEnv, VmasEnv
+from marl.envs.libs import (
+    GymnasiumEnv,
+    LBForagingEnv,
+    MaMuJoCoEnv,
+    PettingZooEnv,
+    RwareEnv,
+    VmasEnv,
+)
 from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
 
@@ -30,6 +37,7 @@ __all__ = [
     "InitTracker",
     "InvalidActionError",
     "LBForagingEnv",
+    "MaMuJoCoEnv",
     "ObservationNorm",
     "ParallelEnv",
     "PettingZooEnv",

@@ -4,8 +4,8 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 ``"gymnasium/cartpole"``, ...) is one YAML file with:
 
 - ``description``: one line;
-- ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging`` or
-  ``rware`` (the wrapper to use);
+- ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
+  ``rware`` or ``mamujoco`` (the wrapper to use);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -42,11 +42,16 @@ _FAMILY_PACKAGES = {
     "gymnasium": "gymnasium",
     "lbforaging": "lbforaging",
     "rware": "rware",
+    "mamujoco": "gymnasium_robotics",
 }
 # The Gymnasium-registered families with tuple spaces over agents: (module, class).
 _TUPLE_FAMILIES = {
     "lbforaging": ("marl.envs.libs.lbforaging", "LBForagingEnv"),
     "rware": ("marl.envs.libs.rware", "RwareEnv"),
+}
+# Families built by a factory over an unbatched wrapper: (module, callable).
+_FACTORY_FAMILIES = {
+    "mamujoco": ("marl.envs.libs.mamujoco", "MaMuJoCoEnv"),
 }
 _TUPLE_ARGS = {
     "env_id",
@@ -124,6 +129,23 @@ _WRAPPER_ARGS = {
         "shelf_columns",
         "normalised_coordinates",
         "render_mode",
+    },
+    "mamujoco": {
+        "scenario",
+        "agent_conf",
+        "agent_obsk",
+        "group_map",
+        "return_state",
+        "seed",
+        "device",
+        "keep_float64",
+        "max_episode_steps",
+        "render_mode",
+        "ctrl_cost_weight",
+        "forward_reward_weight",
+        "reset_noise_scale",
+        "healthy_reward",
+        "terminate_when_unhealthy",
     },
 }
 
@@ -219,7 +241,7 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
 
     Args:
         family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
-            ``"lbforaging"``, ``"rware"``).
+            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -272,6 +294,8 @@ def task_available(name: str) -> bool:
     config = load_task_config(name)
     family = config["family"]
     if importlib.util.find_spec(_FAMILY_PACKAGES[family]) is None:
+        return False
+    if family == "mamujoco" and importlib.util.find_spec("mujoco") is None:
         return False
     if family == "pettingzoo":
         from marl.envs.libs.pettingzoo import _find_task
@@ -337,7 +361,7 @@ def make_task(
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
         num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
             defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
-            LBF and RWARE tasks are unbatched by default and stacked in a
+            LBF, RWARE and MaMuJoCo tasks are unbatched by default and stacked in a
             ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).
@@ -425,11 +449,11 @@ def _build(
 
         scenario = kwargs.pop("scenario")
         return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
-    if family == "pettingzoo" or family in _TUPLE_FAMILIES:
+    if family == "pettingzoo" or family in _TUPLE_FAMILIES or family in _FACTORY_FAMILIES:
         if family == "pettingzoo":
             from marl.envs.libs.pettingzoo import PettingZooEnv as wrapper
         else:
-            module, cls = _TUPLE_FAMILIES[family]
+            module, cls = (_TUPLE_FAMILIES | _FACTORY_FAMILIES)[family]
             wrapper = getattr(importlib.import_module(module), cls)
         if num_envs is None:
             return wrapper(seed=seed, group_map=group_map, **kwargs)

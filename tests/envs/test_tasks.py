@@ -39,6 +39,10 @@ EXPECTED = {
         "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
     ],
     "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag"],
+    "mamujoco": [
+        "halfcheetah_2x3", "halfcheetah_6x1", "ant_2x4", "ant_4x2", "humanoid_9_8",
+        "hopper_3x1", "walker2d_2x3", "swimmer_2x1",
+    ],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -62,6 +66,7 @@ SMALL = {
     "gymnasium": dict(num_envs=2),
     "lbforaging": dict(max_episode_steps=4),
     "rware": dict(max_steps=4),
+    "mamujoco": dict(max_episode_steps=4),
 }
 
 
@@ -78,6 +83,9 @@ def test_task_files_are_complete(name):
     assert isinstance(config["env"], dict) and config["env"]
     if config["family"] in ("lbforaging", "rware"):  # agents agent_0..: one group "agents"
         assert config["group_map"] == "all_in_one"
+    elif config["family"] == "mamujoco":  # grouped by shape by default (group_by_shape)
+        assert "group_map" not in config
+        assert config["env"]["max_episode_steps"] == 1000
     elif config["family"] != "gymnasium":
         assert config["group_map"] == "by_prefix"
     if config["family"] == "vmas":
@@ -176,7 +184,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 63\n"
+        "assert len(list_tasks()) == 71\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included

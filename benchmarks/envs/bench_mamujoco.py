@@ -1,0 +1,144 @@
+"""MaMuJoCoEnv rollouts vs the raw ``gymnasium-robotics`` parallel-env loop: env-steps/s.
+
+Both sides play the same task with uniform random actions, in the same process,
+on the same number of envs (1, and 8 stepped one after the other): the raw loop
+samples each agent's ``Box`` action space, calls ``parallel_env.step`` with the
+action dict and resets an env whose agents ended; the wrapper side runs
+``rollout(break_when_any_done=False)`` on :class:`~marl.envs.MaMuJoCoEnv` (a
+``SerialEnv`` of 8 for 8), which adds random actions from the action spec,
+the float32 conversion, the root ``"state"``, TensorDict outputs, resets and
+stacking over time. Pairs of repetitions run back to back in alternating
+order; medians are reported.
+
+Target: >= 80% of raw (issue 18, single-process families).
+
+Usage:
+    python benchmarks/envs/bench_mamujoco.py [--reps 5] [--steps 2000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import time
+
+import torch
+
+TARGET = 0.80
+# name -> (scenario, partition)
+TASKS = {
+    "halfcheetah_2x3": ("HalfCheetah", "2x3"),
+    "humanoid_9_8": ("Humanoid", "9|8"),
+}
+
+
+def raw_loop(task: str, num_envs: int, steps: int, seed: int = 0) -> float:
+    """Env-steps/s (summed over envs) of the package's own parallel-env loop."""
+    from gymnasium_robotics import mamujoco_v1
+
+    scenario, conf = TASKS[task]
+    envs = [mamujoco_v1.parallel_env(scenario, conf) for _ in range(num_envs)]
+    for i, env in enumerate(envs):
+        env.reset(seed=seed + i)
+        for j, a in enumerate(env.possible_agents):
+            env.action_space(a).seed(seed + i * 100 + j)
+    start = time.perf_counter()
+    for _ in range(steps):
+        for env in envs:
+            actions = {a: env.action_space(a).sample() for a in env.agents}
+            _, _, term, trunc, _ = env.step(actions)
+            if any(term.values()) or any(trunc.values()):
+                env.reset()
+    return steps * num_envs / (time.perf_counter() - start)
+
+
+def _wrapper(task: str, num_envs: int, seed: int) -> object:
+    from marl.envs import MaMuJoCoEnv, SerialEnv
+
+    scenario, conf = TASKS[task]
+    if num_envs == 1:
+        return MaMuJoCoEnv(scenario, conf, seed=seed)
+    env = SerialEnv(num_envs, MaMuJoCoEnv, dict(scenario=scenario, agent_conf=conf))
+    env.set_seed(seed)
+    return env
+
+
+def wrapper_rollout(task: str, num_envs: int, steps: int, seed: int = 0) -> float:
+    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
+    env = _wrapper(task, num_envs, seed)
+    env.reset()
+    start = time.perf_counter()
+    td = env.rollout(steps, break_when_any_done=False)
+    elapsed = time.perf_counter() - start
+    expected = torch.Size([steps] if num_envs == 1 else [num_envs, steps])
+    if td.batch_size != expected:
+        raise RuntimeError(f"unexpected rollout batch size {td.batch_size}, expected {expected}")
+    return steps * num_envs / elapsed
+
+
+def measure(task: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
+    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
+    raw_loop(task, num_envs, 20)  # warm-up
+    wrapper_rollout(task, num_envs, 20)
+    raw, wrapped, ratios = [], [], []
+    for rep in range(reps):
+        if rep % 2 == 0:
+            r = raw_loop(task, num_envs, steps, seed=rep)
+            w = wrapper_rollout(task, num_envs, steps, seed=rep)
+        else:
+            w = wrapper_rollout(task, num_envs, steps, seed=rep)
+            r = raw_loop(task, num_envs, steps, seed=rep)
+        raw.append(r)
+        wrapped.append(w)
+        ratios.append(w / r)
+    return {
+        "raw": statistics.median(raw),
+        "wrapper": statistics.median(wrapped),
+        "ratio": statistics.median(ratios),
+    }
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: the wrapper vs the raw package."""
+    steps = 300 if quick else 2000
+    rows = []
+    for task in TASKS:
+        for num_envs in (1, 8):
+            n = steps if num_envs == 1 else steps // 8
+            m = measure(task, num_envs, 3 if quick else 5, n)
+            rows.append(
+                {
+                    "name": f"MaMuJoCoEnv {task} rollout, {num_envs} env(s) x {n} steps",
+                    "value": m["wrapper"],
+                    "unit": "env-steps/s",
+                    "baseline_name": "raw mamujoco_v1.parallel_env loop",
+                    "baseline_value": m["raw"],
+                    "ratio": m["ratio"],
+                }
+            )
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    parser.add_argument("--steps", type=int, default=2000, help="steps per env with 1 env")
+    parser.add_argument("--task", choices=sorted(TASKS), action="append")
+    args = parser.parse_args()
+    torch.set_num_threads(1)
+    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
+    for task in args.task or list(TASKS):
+        for num_envs in (1, 8):
+            steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
+            m = measure(task, num_envs, args.reps, steps)
+            verdict = "OK" if m["ratio"] >= TARGET else "BELOW TARGET"
+            print(
+                f"{task}, {num_envs} env(s) x {steps} steps: raw parallel_env "
+                f"{m['raw']:7.0f} env-steps/s | MaMuJoCoEnv.rollout {m['wrapper']:7.0f} "
+                f"env-steps/s | median paired ratio {m['ratio']:6.1%} (target {TARGET:.0%}) "
+                f"{verdict}"
+            )
+
+
+if __name__ == "__main__":
+    main()
