@@ -15,7 +15,14 @@ from marl.envs.checks import EnvSpecError, check_env_specs
 from marl.envs.common import EnvBase, make_done_spec, step_mdp
 
 # Wrappers import their third-party library lazily (when an env is built).
-from marl.envs.libs import GymnasiumEnv, LBForagingEnv, PettingZooEnv, RwareEnv, VmasEnv
+from marl.envs.libs import (
+    GymnasiumEnv,
+    LBForagingEnv,
+    PettingZooEnv,
+    RwareEnv,
+    VmasEnv,
+    magent2_env,
+)
 from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
 
@@ -44,6 +51,7 @@ __all__ = [
     "WorkerError",
     "check_env_specs",
     "list_tasks",
+    "magent2_env",
     "make_done_spec",
     "make_task",
     "step_mdp",

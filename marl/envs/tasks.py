@@ -4,8 +4,8 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 ``"gymnasium/cartpole"``, ...) is one YAML file with:
 
 - ``description``: one line;
-- ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging`` or
-  ``rware`` (the wrapper to use);
+- ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
+  ``rware`` or ``magent2`` (the wrapper to use);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -42,6 +42,7 @@ _FAMILY_PACKAGES = {
     "gymnasium": "gymnasium",
     "lbforaging": "lbforaging",
     "rware": "rware",
+    "magent2": "magent2",
 }
 # The Gymnasium-registered families with tuple spaces over agents: (module, class).
 _TUPLE_FAMILIES = {
@@ -124,6 +125,29 @@ _WRAPPER_ARGS = {
         "shelf_columns",
         "normalised_coordinates",
         "render_mode",
+    },
+    "magent2": {
+        "task",
+        "group_map",
+        "use_mask",
+        "return_state",
+        "seed",
+        "categorical_actions",
+        "device",
+        "render_mode",
+        "map_size",
+        "max_cycles",
+        "minimap_mode",
+        "extra_features",
+        # the reward terms of the tasks (each task accepts its own)
+        "step_reward",
+        "dead_penalty",
+        "attack_penalty",
+        "attack_opponent_reward",
+        "attack_food_reward",
+        "tag_penalty",
+        "tiger_step_recover",
+        "deer_attacked",
     },
 }
 
@@ -219,7 +243,7 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
 
     Args:
         family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
-            ``"lbforaging"``, ``"rware"``).
+            ``"lbforaging"``, ``"rware"``, ``"magent2"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -280,6 +304,12 @@ def task_available(name: str) -> bool:
             _find_task(config["env"]["task"])
         except (ImportError, ValueError):
             return False
+    if family == "magent2":
+        task = config["env"]["task"]
+        try:
+            return importlib.util.find_spec(f"magent2.environments.{task}") is not None
+        except ImportError:
+            return False
     if family in _TUPLE_FAMILIES:
         import gymnasium
 
@@ -337,7 +367,7 @@ def make_task(
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
         num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
             defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
-            LBF and RWARE tasks are unbatched by default and stacked in a
+            LBF, RWARE and MAgent2 tasks are unbatched by default and stacked in a
             ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).
@@ -425,9 +455,11 @@ def _build(
 
         scenario = kwargs.pop("scenario")
         return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
-    if family == "pettingzoo" or family in _TUPLE_FAMILIES:
+    if family in ("pettingzoo", "magent2") or family in _TUPLE_FAMILIES:
         if family == "pettingzoo":
             from marl.envs.libs.pettingzoo import PettingZooEnv as wrapper
+        elif family == "magent2":
+            from marl.envs.libs.magent2 import magent2_env as wrapper
         else:
             module, cls = _TUPLE_FAMILIES[family]
             wrapper = getattr(importlib.import_module(module), cls)

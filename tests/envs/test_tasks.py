@@ -39,6 +39,11 @@ EXPECTED = {
         "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
     ],
     "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag"],
+    # every environment of magent2 0.3.4 at its default size, two small ones to train
+    "magent2": [
+        "battle", "battle_small", "battlefield", "adversarial_pursuit",
+        "adversarial_pursuit_small", "gather", "combined_arms", "tiger_deer",
+    ],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -62,6 +67,7 @@ SMALL = {
     "gymnasium": dict(num_envs=2),
     "lbforaging": dict(max_episode_steps=4),
     "rware": dict(max_steps=4),
+    "magent2": dict(max_cycles=4),  # full maps (up to 495 agents): about 0.1 s a step
 }
 
 
