@@ -158,3 +158,11 @@ def test_missing_magent2_names_the_extra(monkeypatch):
     assert not task_available("magent2/battle")
     names, command = install_hints()["magent2"]
     assert "magent2/battle" in names and command == 'pip install "marl[magent2]"'
+
+
+def test_make_task_stacks_envs_in_a_serial_env():
+    env = make_task("magent2/battle_small", num_envs=2, seed=0, max_cycles=3)
+    td = env.rollout(3)
+    assert td["red", "observation"].shape == (2, 3, 12, 13, 13, 5)
+    assert td["next", "blue", "mask"].shape == (2, 3, 12)
+    assert td["next", "done"][:, -1].all()  # max_cycles=3: every env truncates together

@@ -1,6 +1,6 @@
 """`magent2_env`: MAgent2 gridworlds (hundreds of agents in teams) through `PettingZooEnv`.
 
-MAgent2's environments are PettingZoo ``ParallelEnv``\\ s, so this module only
+MAgent2's environments are PettingZoo parallel envs, so this module only
 finds and builds one and hands it to :class:`~marl.envs.libs.pettingzoo.PettingZooEnv`:
 grouping, masks for agents that die, float32 conversion and seeding are that
 wrapper's. See :func:`magent2_env`.
