@@ -4,8 +4,8 @@ Run ``python docs/figures/make_task_frames.py`` for every figure, or name some
 (``python docs/figures/make_task_frames.py vmas_frames.png``). It needs the families'
 extras and matplotlib. Each frame comes from the wrapper's ``render()`` after 5 random
 steps from the seeded start (seed 0); pyglet (VMAS, LBF, RWARE) draws headless (EGL)
-when there is no display, PettingZoo and Gymnasium draw with their ``rgb_array``
-render mode (MuJoCo through EGL). The PNGs are committed.
+when there is no display, PettingZoo, Gymnasium and MAgent2 draw with their
+``rgb_array`` render mode (MuJoCo through EGL). The PNGs are committed.
 """
 
 from __future__ import annotations
@@ -40,17 +40,20 @@ FIGURES: dict[str, list[str]] = {
         "pettingzoo/knights_archers_zombies",
     ],
     "gymnasium_frames.png": ["gymnasium/lunarlander", "gymnasium/halfcheetah"],
+    "magent2_battle_frame.png": ["magent2/battle"],
 }
+# random steps before the frame where 5 show too little (the armies have not met yet)
+STEPS = {"magent2/battle": 30}
 
 
 def frame(task: str):
-    """An RGB frame of ``task`` after 5 random steps from seed 0."""
+    """An RGB frame of ``task`` after 5 (or ``STEPS[task]``) random steps from seed 0."""
     family = load_task_config(task)["family"]
     # VMAS renders any env on request; the others choose their render mode at build
     overrides = {} if family in ("vmas", "lbforaging", "rware") else {"render_mode": "rgb_array"}
     env = make_task(task, seed=0, **overrides)
     try:
-        env.rollout(5)
+        env.rollout(STEPS.get(task, 5))
         return env.base_env.render()
     finally:
         env.close()

@@ -22,6 +22,7 @@ from marl.envs.libs import (
     PettingZooEnv,
     RwareEnv,
     VmasEnv,
+    magent2_env,
 )
 from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
@@ -52,6 +53,7 @@ __all__ = [
     "WorkerError",
     "check_env_specs",
     "list_tasks",
+    "magent2_env",
     "make_done_spec",
     "make_task",
     "step_mdp",

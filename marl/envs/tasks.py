@@ -5,7 +5,7 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 
 - ``description``: one line;
 - ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
-  ``rware`` or ``mamujoco`` (the wrapper to use);
+  ``rware``, ``mamujoco`` or ``magent2`` (the wrapper to use);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -43,6 +43,7 @@ _FAMILY_PACKAGES = {
     "lbforaging": "lbforaging",
     "rware": "rware",
     "mamujoco": "gymnasium_robotics",
+    "magent2": "magent2",
 }
 # The Gymnasium-registered families with tuple spaces over agents: (module, class).
 _TUPLE_FAMILIES = {
@@ -52,6 +53,7 @@ _TUPLE_FAMILIES = {
 # Families built by a factory over an unbatched wrapper: (module, callable).
 _FACTORY_FAMILIES = {
     "mamujoco": ("marl.envs.libs.mamujoco", "MaMuJoCoEnv"),
+    "magent2": ("marl.envs.libs.magent2", "magent2_env"),
 }
 _TUPLE_ARGS = {
     "env_id",
@@ -147,6 +149,29 @@ _WRAPPER_ARGS = {
         "healthy_reward",
         "terminate_when_unhealthy",
     },
+    "magent2": {
+        "task",
+        "group_map",
+        "use_mask",
+        "return_state",
+        "seed",
+        "categorical_actions",
+        "device",
+        "render_mode",
+        "map_size",
+        "max_cycles",
+        "minimap_mode",
+        "extra_features",
+        # the reward terms of the tasks (each task accepts its own)
+        "step_reward",
+        "dead_penalty",
+        "attack_penalty",
+        "attack_opponent_reward",
+        "attack_food_reward",
+        "tag_penalty",
+        "tiger_step_recover",
+        "deer_attacked",
+    },
 }
 
 
@@ -241,7 +266,7 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
 
     Args:
         family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
-            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``).
+            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``, ``"magent2"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -304,6 +329,12 @@ def task_available(name: str) -> bool:
             _find_task(config["env"]["task"])
         except (ImportError, ValueError):
             return False
+    if family == "magent2":
+        task = config["env"]["task"]
+        try:
+            return importlib.util.find_spec(f"magent2.environments.{task}") is not None
+        except ImportError:
+            return False
     if family in _TUPLE_FAMILIES:
         import gymnasium
 
@@ -361,7 +392,7 @@ def make_task(
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
         num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
             defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
-            LBF, RWARE and MaMuJoCo tasks are unbatched by default and stacked in a
+            LBF, RWARE, MaMuJoCo and MAgent2 tasks are unbatched by default and stacked in a
             ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).

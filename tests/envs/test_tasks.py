@@ -43,6 +43,11 @@ EXPECTED = {
         "halfcheetah_2x3", "halfcheetah_6x1", "ant_2x4", "ant_4x2", "humanoid_9_8",
         "hopper_3x1", "walker2d_2x3", "swimmer_2x1",
     ],
+    # every environment of magent2 0.3.4 at its default size, two small ones to train
+    "magent2": [
+        "battle", "battle_small", "battlefield", "adversarial_pursuit",
+        "adversarial_pursuit_small", "gather", "combined_arms", "tiger_deer",
+    ],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -67,6 +72,7 @@ SMALL = {
     "lbforaging": dict(max_episode_steps=4),
     "rware": dict(max_steps=4),
     "mamujoco": dict(max_episode_steps=4),
+    "magent2": dict(max_cycles=4),  # full maps (up to 495 agents): about 0.1 s a step
 }
 
 
@@ -184,7 +190,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 71\n"
+        "assert len(list_tasks()) == 79\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included

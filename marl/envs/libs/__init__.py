@@ -7,9 +7,18 @@ the extra to install.
 
 from marl.envs.libs.gymnasium import GymnasiumEnv
 from marl.envs.libs.lbforaging import LBForagingEnv
+from marl.envs.libs.magent2 import magent2_env
 from marl.envs.libs.mamujoco import MaMuJoCoEnv
 from marl.envs.libs.pettingzoo import PettingZooEnv
 from marl.envs.libs.rware import RwareEnv
 from marl.envs.libs.vmas import VmasEnv
 
-__all__ = ["GymnasiumEnv", "LBForagingEnv", "MaMuJoCoEnv", "PettingZooEnv", "RwareEnv", "VmasEnv"]
+__all__ = [
+    "GymnasiumEnv",
+    "LBForagingEnv",
+    "MaMuJoCoEnv",
+    "PettingZooEnv",
+    "RwareEnv",
+    "VmasEnv",
+    "magent2_env",
+]
