@@ -206,7 +206,10 @@ class MultiAgentMLP(nn.Module):
             h = x.reshape(-1, self.n_agents, self.n_agent_inputs).transpose(0, 1)
         rows = h.shape[1]
         chunk = self._cpu_chunk_rows()
-        if h.device.type == "cpu" and rows > chunk:
+        # not on a symbolic row count (torch.export or torch.compile with a dynamic batch):
+        # a branch on it would fix the traced program to one side of it, and an exported
+        # policy would then refuse batches above the chunk size
+        if h.device.type == "cpu" and isinstance(rows, int) and rows > chunk:
             # On a CPU, large batches are memory bound: activations of all agents at
             # once ([n, N, cells]) fall out of cache, and the elementwise ops and the
             # backward then stream them from RAM. Row chunks that fit in cache keep
