@@ -4,7 +4,8 @@ Run ``python docs/figures/make_task_frames.py`` for every figure, or name some
 (``python docs/figures/make_task_frames.py vmas_frames.png``). It needs the families'
 extras and matplotlib. Each frame comes from the wrapper's ``render()`` after 5 random
 steps from the seeded start (seed 0); pyglet (VMAS, LBF, RWARE) draws headless (EGL)
-when there is no display, PettingZoo, Gymnasium and MAgent2 draw with their
+when there is no display, PettingZoo, Gymnasium, MAgent2 and Melting Pot (its
+``WORLD.RGB``) draw with their
 ``rgb_array`` render mode (MuJoCo through EGL). The PNGs are committed.
 """
 
@@ -41,6 +42,13 @@ FIGURES: dict[str, list[str]] = {
     ],
     "gymnasium_frames.png": ["gymnasium/lunarlander", "gymnasium/halfcheetah"],
     "magent2_battle_frame.png": ["magent2/battle"],
+    "meltingpot_frames.png": [
+        "meltingpot/commons_harvest__open",
+        "meltingpot/clean_up",
+        "meltingpot/collaborative_cooking__asymmetric",
+        "meltingpot/prisoners_dilemma_in_the_matrix__arena",
+        "meltingpot/territory__rooms",
+    ],
 }
 # random steps before the frame where 5 show too little (the armies have not met yet)
 STEPS = {"magent2/battle": 30}

@@ -23,6 +23,7 @@ from marl.envs.libs import (
     RwareEnv,
     VmasEnv,
     magent2_env,
+    meltingpot_env,
 )
 from marl.envs.tasks import list_tasks, make_task
 from marl.envs.transforms import Compose, EnvSpecs, Transform, TransformedEnv
@@ -56,5 +57,6 @@ __all__ = [
     "magent2_env",
     "make_done_spec",
     "make_task",
+    "meltingpot_env",
     "step_mdp",
 ]

@@ -5,7 +5,7 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 
 - ``description``: one line;
 - ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
-  ``rware``, ``mamujoco`` or ``magent2`` (the wrapper to use);
+  ``rware``, ``mamujoco``, ``magent2`` or ``meltingpot`` (the wrapper to use);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -44,6 +44,7 @@ _FAMILY_PACKAGES = {
     "rware": "rware",
     "mamujoco": "gymnasium_robotics",
     "magent2": "magent2",
+    "meltingpot": "meltingpot",
 }
 # The Gymnasium-registered families with tuple spaces over agents: (module, class).
 _TUPLE_FAMILIES = {
@@ -54,6 +55,7 @@ _TUPLE_FAMILIES = {
 _FACTORY_FAMILIES = {
     "mamujoco": ("marl.envs.libs.mamujoco", "MaMuJoCoEnv"),
     "magent2": ("marl.envs.libs.magent2", "magent2_env"),
+    "meltingpot": ("marl.envs.libs.meltingpot", "meltingpot_env"),
 }
 _TUPLE_ARGS = {
     "env_id",
@@ -172,6 +174,17 @@ _WRAPPER_ARGS = {
         "tiger_step_recover",
         "deer_attacked",
     },
+    "meltingpot": {
+        "substrate",
+        "roles",
+        "max_steps",
+        "group_map",
+        "return_state",
+        "seed",
+        "categorical_actions",
+        "device",
+        "render_mode",
+    },
 }
 
 
@@ -266,7 +279,7 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
 
     Args:
         family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
-            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``, ``"magent2"``).
+            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``, ``"magent2"``, ``"meltingpot"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -329,6 +342,8 @@ def task_available(name: str) -> bool:
             _find_task(config["env"]["task"])
         except (ImportError, ValueError):
             return False
+    if family == "meltingpot" and importlib.util.find_spec("dmlab2d") is None:
+        return False
     if family == "magent2":
         task = config["env"]["task"]
         try:

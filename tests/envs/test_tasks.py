@@ -48,6 +48,11 @@ EXPECTED = {
         "battle", "battle_small", "battlefield", "adversarial_pursuit",
         "adversarial_pursuit_small", "gather", "combined_arms", "tiger_deer",
     ],
+    # five Melting Pot substrates (of 49): commons, public goods, cooking, matrix games, territory
+    "meltingpot": [
+        "commons_harvest__open", "clean_up", "collaborative_cooking__asymmetric",
+        "prisoners_dilemma_in_the_matrix__arena", "territory__rooms",
+    ],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -73,6 +78,7 @@ SMALL = {
     "rware": dict(max_steps=4),
     "mamujoco": dict(max_episode_steps=4),
     "magent2": dict(max_cycles=4),  # full maps (up to 495 agents): about 0.1 s a step
+    "meltingpot": dict(max_steps=4),
 }
 
 
@@ -190,7 +196,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 79\n"
+        "assert len(list_tasks()) == 84\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included

@@ -9,6 +9,7 @@ from marl.envs.libs.gymnasium import GymnasiumEnv
 from marl.envs.libs.lbforaging import LBForagingEnv
 from marl.envs.libs.magent2 import magent2_env
 from marl.envs.libs.mamujoco import MaMuJoCoEnv
+from marl.envs.libs.meltingpot import meltingpot_env
 from marl.envs.libs.pettingzoo import PettingZooEnv
 from marl.envs.libs.rware import RwareEnv
 from marl.envs.libs.vmas import VmasEnv
@@ -21,4 +22,5 @@ __all__ = [
     "RwareEnv",
     "VmasEnv",
     "magent2_env",
+    "meltingpot_env",
 ]
