@@ -28,6 +28,22 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+# Counts every entry set into or deleted from any Composite. A cache of a
+# composite's keys (EnvBase keeps one: its per-step key lookups) stays valid
+# while this does not move, whichever composite of a tree changed.
+_structure_version = 0
+
+
+def _bump_structure_version() -> None:
+    global _structure_version
+    _structure_version += 1
+
+
+def structure_version() -> int:
+    """A counter that moves whenever an entry is set into or deleted from any ``Composite``."""
+    return _structure_version
+
+
 __all__ = [
     "Binary",
     "Bounded",
@@ -536,6 +552,7 @@ class Composite:
             if child is None:
                 child = Composite(shape=node.shape, device=node.device)
                 node._specs[part] = child
+                _bump_structure_version()
             elif not isinstance(child, Composite):
                 raise KeyError(f"cannot nest under {part!r}: it holds a leaf spec")
             node = child
@@ -545,11 +562,13 @@ class Composite:
                 f"composite's batch shape {tuple(node.shape)}"
             )
         node._specs[parts[-1]] = spec
+        _bump_structure_version()
 
     def __delitem__(self, key: NestedKey) -> None:
         parts = _key(key)
         parent = self[parts[:-1]] if len(parts) > 1 else self
         del parent._specs[parts[-1]]
+        _bump_structure_version()
 
     def __contains__(self, key: object) -> bool:
         try:

@@ -25,7 +25,15 @@ from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.action_checks import check_actions as _check_action_values
 from marl.groups import GroupMap
-from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
+from marl.specs import (
+    Categorical,
+    Composite,
+    NestedKey,
+    OneHot,
+    TensorSpec,
+    Unbounded,
+    structure_version,
+)
 
 __all__ = ["DONE_KEYS", "EnvBase", "make_done_spec", "step_mdp"]
 
@@ -101,10 +109,16 @@ class EnvBase:
             such as VMAS, Gymnasium or PettingZoo, or draws random numbers
             for every sub-env): the base class reads ``mask.any()`` once per
             step and only calls ``_reset`` when some sub-env ended.
+        complete_done_flags: a class attribute. ``True`` declares that
+            ``_reset`` and ``_step`` always return ``done``, ``terminated`` and
+            ``truncated`` at the root and under every group of ``done_spec``,
+            so the base class skips looking for missing ones (a step's worth
+            of lookups). ``False`` (the default): missing flags are filled in.
     """
 
     check_actions: bool = False
     partial_resets_on_device: bool = False
+    complete_done_flags: bool = False
 
     def __init__(
         self,
@@ -134,15 +148,32 @@ class EnvBase:
         raise NotImplementedError
 
     # ------------------------------------------------------------ keys
+    def _spec_leaves(self, name: str) -> list[tuple[NestedKey, TensorSpec]]:
+        """``(key, leaf spec)`` pairs of the composite ``self.<name>``, cached.
+
+        ``step``, ``rand_action`` and ``rollout`` need them at every step; the
+        cache holds while the same composite is in place and no composite
+        anywhere had an entry set or deleted (``structure_version``).
+        """
+        spec = getattr(self, name)
+        cache = self.__dict__.setdefault("_spec_leaves_cache", {})
+        hit = cache.get(name)
+        version = structure_version()
+        if hit is not None and hit[0] is spec and hit[1] == version:
+            return hit[2]
+        leaves = [(k, spec[k]) for k in spec.keys(include_nested=True, leaves_only=True)]
+        cache[name] = (spec, version, leaves)
+        return leaves
+
     @property
     def action_keys(self) -> list[NestedKey]:
         """Leaf keys of ``action_spec``."""
-        return self.action_spec.keys(include_nested=True, leaves_only=True)
+        return [k for k, _ in self._spec_leaves("action_spec")]
 
     @property
     def reward_keys(self) -> list[NestedKey]:
         """Leaf keys of ``reward_spec``."""
-        return self.reward_spec.keys(include_nested=True, leaves_only=True)
+        return [k for k, _ in self._spec_leaves("reward_spec")]
 
     @property
     def done_keys(self) -> list[NestedKey]:
@@ -254,8 +285,7 @@ class EnvBase:
         if td is None:
             td = TensorDict({}, batch_size=self.batch_size, device=self.device)
         rng = getattr(self, "_rng", None)
-        for key in self.action_keys:
-            spec = self.action_spec[key]
+        for key, spec in self._spec_leaves("action_spec"):
             key_t = _prefix(key)
             if isinstance(spec, (Categorical, OneHot)):
                 mask = td.get((*key_t[:-1], "action_mask"), None)
@@ -342,6 +372,8 @@ class EnvBase:
 
     def _fill_done(self, out: TensorDictBase, reset: bool) -> None:
         """Complete missing done/terminated/truncated entries for every group."""
+        if self.complete_done_flags:
+            return
         groups = getattr(self, "_done_groups_cache", None)
         if groups is None:
             groups = self._done_groups()
@@ -374,9 +406,9 @@ class EnvBase:
                 out.set((*prefix, "truncated"), torch.zeros_like(done))
 
     def _check_actions(self, td: TensorDictBase) -> None:
-        for key in self.action_keys:
+        for key, spec in self._spec_leaves("action_spec"):
             value = td.get(key, None)
-            expected = self.action_spec[key].shape
+            expected = spec.shape
             if value is None:
                 raise KeyError(
                     f"step() needs the action {key!r} (expected shape {tuple(expected)}); "
@@ -421,6 +453,12 @@ def _merge_partial(
     """
     flat_mask = mask.reshape(mask.shape[:n_batch])
     out = old.exclude("_reset")
+    if n_batch == 0 and flat_mask.device.type == "cpu" and bool(flat_mask):
+        # one env (on the host), reset: every entry of new wins, as the where below
+        # would give, without its copies
+        for key in new.keys(include_nested=True, leaves_only=True):
+            out.set(key, new.get(key))
+        return out
     for key in new.keys(include_nested=True, leaves_only=True):
         value = new.get(key)
         prev = old.get(key, None)

@@ -140,3 +140,19 @@ def test_closed_env_raises():
     env.close()
     with pytest.raises(RuntimeError, match="closed"):
         env.reset()
+
+
+def test_key_lists_follow_specs_changed_in_place():
+    # EnvBase caches the (key, spec) leaves it reads at every step; an entry set into
+    # or deleted from a composite (nested included) must show at once
+    env = MultiAgentFakeEnv(seed=0)
+    env.rollout(2)
+    assert ("walker", "extra") not in env.action_keys
+    env.action_spec["walker"]["extra"] = Unbounded((2, 3))
+    assert ("walker", "extra") in env.action_keys
+    td = env.rand_action(env.reset())
+    assert td["walker", "extra"].shape == (2, 3)
+    del env.action_spec["walker", "extra"]
+    assert ("walker", "extra") not in env.action_keys
+    env.reward_spec["walker"]["bonus"] = Unbounded((2, 1))
+    assert ("walker", "bonus") in env.reward_keys

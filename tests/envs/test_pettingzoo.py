@@ -224,3 +224,22 @@ def test_reserved_group_names_from_agent_names_are_refused():
         env=_ReservedNamesEnv(), group_map={"s": ["state_0", "state_1"], "b": ["b_0"]}
     )
     check_env_specs(env, steps=5)
+
+
+def test_step_outputs_share_no_memory_across_steps():
+    # the done flags are cached between steps; each step must still hand out fresh tensors
+    env = PettingZooEnv("simple_spread_v3", seed=0, max_cycles=5)
+    td = env.rand_action(env.reset())
+    first, root = env.step_and_maybe_reset(td)
+    second, _ = env.step_and_maybe_reset(env.rand_action(root))
+    first["next", "agent", "done"].fill_(True)
+    first["next", "agent", "terminated"].fill_(True)
+    first["next", "done"].fill_(True)
+    assert not second["next", "agent", "done"].any()
+    assert not second["next", "agent", "terminated"].any()
+    assert not second["next", "done"].any()
+    rollout = env.rollout(12, break_when_any_done=False)
+    # max_cycles=5: truncated at steps 4 and 9 (and only there), with the cache in use
+    assert rollout["next", "truncated"].squeeze(-1).nonzero().flatten().tolist() == [4, 9]
+    per_agent = rollout["next", "agent", "truncated"].squeeze(-1).all(-1)
+    assert per_agent.nonzero().flatten().tolist() == [4, 9]

@@ -17,6 +17,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
+    _kind,
     new_td,
     numpy_to_torch_dtype,
     space_to_spec,
@@ -144,6 +145,8 @@ class PettingZooEnv(EnvBase):
         (torch.Size([4, 3, 16]), torch.Size([4, 1, 14]))
     """
 
+    complete_done_flags = True  # _pack writes every flag, at the root and per group
+
     def __init__(
         self,
         task: str | None = None,
@@ -216,6 +219,7 @@ class PettingZooEnv(EnvBase):
         done_spec = make_done_spec((), d)
         self._obs_layout: dict[str, tuple[bool, list[str]]] = {}
         self._act_kind: dict[str, tuple[bool, Any]] = {}
+        self._index_actions: set[str] = set()  # groups whose actions are Discrete indices
         self._zeros: dict[str, dict[str, np.ndarray]] = {}
         for g, members in self.group_map.items():
             n = len(members)
@@ -258,6 +262,8 @@ class PettingZooEnv(EnvBase):
                 for k in keys
             }
             self._act_kind[g] = (isinstance(act, OneHot), spaces[0])
+            if not isinstance(act, OneHot) and all(_kind(s) == "Discrete" for s in spaces):
+                self._index_actions.add(g)
         if self.return_state:
             try:
                 space = env.state_space
@@ -270,6 +276,7 @@ class PettingZooEnv(EnvBase):
                     f"return_state=True but {type(env.unwrapped).__name__} has no global state"
                 )
             obs_spec["state"] = space_to_spec(space, (), device=d, keep_float64=self.keep_float64)
+            self._state_np_dtype = _np_dtype(obs_spec["state"].dtype)
         self.observation_spec = obs_spec
         self.action_spec = act_spec
         self.reward_spec = rew_spec
@@ -300,45 +307,57 @@ class PettingZooEnv(EnvBase):
         """One TensorDict with every group's observations, rewards and flags.
 
         Agents missing from ``raw`` (they left the episode) get zeros. Built in
-        one go (few Python objects per step: this is the wrapper's hot path).
+        one go (few Python objects per step: this is the wrapper's hot path):
+        one numpy array per entry and group, one ``torch.from_numpy`` each, and
+        the per-agent done flags rebuilt only when some agent's flags changed.
         """
-        term, trunc, ending = self._term, self._trunc, self._ending
         any_done, all_done, ending_trunc = False, True, False
         root: dict[str, Any] = {}
+        flags_cache, from_numpy, use_mask = self._flags_cache, torch.from_numpy, self.use_mask
         for g, members in self.group_map.items():
-            n = len(members)
             group = self._group_obs(g, members, raw)
-            # columns: terminated, truncated, done, mask
-            flags = np.zeros((n, 4), dtype=bool)
-            for j, a in enumerate(members):
-                te, tr = term[a], trunc[a]
-                if te or tr:
-                    flags[j, 0], flags[j, 1], flags[j, 2] = te, tr, True
-                    any_done = True
-                    ending_trunc = ending_trunc or (tr and a in ending)
-                else:
-                    all_done = False
-                flags[j, 3] = a in live
-            group["terminated"] = torch.from_numpy(flags[:, 0:1])
-            group["truncated"] = torch.from_numpy(flags[:, 1:2])
-            group["done"] = torch.from_numpy(flags[:, 2:3])
-            if self.use_mask:
-                group["mask"] = torch.from_numpy(flags[:, 3])
+            cached = flags_cache.get(g)
+            if cached is None:
+                cached = flags_cache[g] = self._group_flags(members)
+            flags, g_any, g_all, g_ending_trunc = cached
+            any_done = any_done or g_any
+            all_done = all_done and g_all
+            ending_trunc = ending_trunc or g_ending_trunc
+            # a fresh copy per step: the outputs must not share memory across steps.
+            # Sliced in numpy: slicing a tensor costs more than from_numpy.
+            flags = flags.copy()
+            group["terminated"] = from_numpy(flags[:, 0:1])
+            group["truncated"] = from_numpy(flags[:, 1:2])
+            group["done"] = from_numpy(flags[:, 2:3])
+            if use_mask:
+                group["mask"] = from_numpy(np.array([a in live for a in members], bool))
             if rewards is not None:
-                r = np.array([rewards.get(a, 0.0) for a in members], dtype=self._reward_dtype)
-                group["reward"] = torch.from_numpy(r[:, None])
+                r = np.array([rewards.get(a, 0.0) for a in members], self._reward_dtype)
+                group["reward"] = from_numpy(r[:, None])
             root[g] = new_td(group, self._group_sizes[g])
         done = any_done if self.done_on_any else all_done
         truncated = done and ending_trunc
         flags = np.array([done, done and not truncated, truncated])
-        root["done"] = torch.from_numpy(flags[0:1])
-        root["terminated"] = torch.from_numpy(flags[1:2])
-        root["truncated"] = torch.from_numpy(flags[2:3])
+        root["done"] = from_numpy(flags[0:1])
+        root["terminated"] = from_numpy(flags[1:2])
+        root["truncated"] = from_numpy(flags[2:3])
         if self.return_state:
-            spec = self.observation_spec["state"]
-            root["state"] = torch.as_tensor(np.asarray(self._env.state()), dtype=spec.dtype)
+            # np.array copies: the env may update its state array in place
+            state = np.array(self._env.state(), dtype=self._state_np_dtype)
+            root["state"] = torch.from_numpy(state)
         out = new_td(root, _SCALAR)
         return out if self.device.type == "cpu" else out.to(self.device)
+
+    def _group_flags(self, members: list[str]) -> tuple[np.ndarray, bool, bool, bool]:
+        """A group's ``[n, 3]`` terminated/truncated/done flags, whether any and all
+        of its agents are done, and whether one ending this step was truncated."""
+        term, trunc, ending = self._term, self._trunc, self._ending
+        te = np.array([term[a] for a in members], bool)
+        tr = np.array([trunc[a] for a in members], bool)
+        done = te | tr
+        flags = np.stack([te, tr, done], axis=1)
+        ending_trunc = bool(ending) and any(trunc[a] and a in ending for a in members)
+        return flags, bool(done.any()), bool(done.all()), ending_trunc
 
     def _group_obs(self, g: str, members: list[str], raw: dict[str, Any]) -> dict[str, Any]:
         """``observation`` (and ``action_mask``) of one group, stacked over its agents."""
@@ -347,15 +366,15 @@ class PettingZooEnv(EnvBase):
         values = [raw.get(a) for a in members]
         if not dict_obs and not self._has_action_mask[g]:
             z = zeros["observation"]
-            stacked = np.stack([z if v is None else v for v in values]).astype(z.dtype, copy=False)
+            # np.array of a list of same-shape arrays stacks and casts in one pass
+            # (np.stack then astype costs about twice as much with many agents)
+            stacked = np.array([z if v is None else v for v in values], dtype=z.dtype)
             return {"observation": torch.from_numpy(stacked)}
         group: dict[str, Any] = {}
         dicts = [v if isinstance(v, dict) else {"observation": v} for v in values]
         obs = {
             k: torch.from_numpy(
-                np.stack([zeros[k] if v is None else v[k] for v in dicts]).astype(
-                    zeros[k].dtype, copy=False
-                )
+                np.array([zeros[k] if v is None else v[k] for v in dicts], dtype=zeros[k].dtype)
             )
             for k in keys
         }
@@ -365,11 +384,8 @@ class PettingZooEnv(EnvBase):
             group["observation"] = obs["observation"]
         if self._has_action_mask[g]:
             n = self._mask_size[g]
-            mask = np.stack(
-                [
-                    np.zeros(n, bool) if v is None else np.asarray(v["action_mask"], bool)
-                    for v in values
-                ]
+            mask = np.array(
+                [np.zeros(n, bool) if v is None else v["action_mask"] for v in values], bool
             )
             mask[~mask.any(-1)] = True
             group["action_mask"] = torch.from_numpy(mask)
@@ -379,9 +395,19 @@ class PettingZooEnv(EnvBase):
         actions: dict[str, Any] = {}
         for g, members in self.group_map.items():
             one_hot, space = self._act_kind[g]
-            a = to_numpy_action(td.get((g, "action")), space, one_hot)
-            for j, agent in enumerate(members):
-                actions[agent] = _agent_row(a, j)
+            value = td.get((g, "action"))
+            if g in self._index_actions and value.dtype == torch.int64 and not value.is_cuda:
+                # Discrete indices: iterating the array yields np.int64 scalars (copies),
+                # as to_numpy_action(...)[j] does, without its conversions
+                actions.update(zip(members, value.numpy()))
+                continue
+            a = to_numpy_action(value, space, one_hot)
+            if isinstance(a, np.ndarray):
+                # iterating an array yields what a[j] gives, without one index call per agent
+                actions.update(zip(members, a))
+            else:
+                for j, agent in enumerate(members):
+                    actions[agent] = _agent_row(a, j)
         return actions
 
     # ------------------------------------------------------------ reset / step
@@ -391,6 +417,8 @@ class PettingZooEnv(EnvBase):
         self._term = dict.fromkeys(self.agent_names, False)
         self._trunc = dict.fromkeys(self.agent_names, False)
         self._ending: set[str] = set()
+        # per group: the done flags (see _group_flags), dropped whenever they change
+        self._flags_cache: dict[str, tuple[np.ndarray, bool, bool, bool]] = {}
         if self.parallel:
             raw, _ = env.reset(seed=seed)
             live = set(env.agents)
@@ -414,11 +442,16 @@ class PettingZooEnv(EnvBase):
             rewards = dict(env.rewards)
             term, trunc = env.terminations, env.truncations
             raw = {a: env.observe(a) for a in env.agents}
+        had_ending = bool(self._ending)
+        done_before = self._term, self._trunc
         self._ending = {
             a
-            for a in term.keys() | trunc.keys()
-            if (term.get(a, False) or trunc.get(a, False)) and not (self._term[a] or self._trunc[a])
+            for flags in (term, trunc)
+            for a, flag in flags.items()
+            if flag and not (done_before[0][a] or done_before[1][a])
         }
+        if had_ending or self._ending:
+            self._flags_cache = {}
         for a in self._ending:
             self._term[a] = bool(term.get(a, False))
             self._trunc[a] = bool(trunc.get(a, False))
@@ -440,6 +473,7 @@ class PettingZooEnv(EnvBase):
                 break
             self._term[sel] = bool(env.terminations.get(sel, False))
             self._trunc[sel] = bool(env.truncations.get(sel, False))
+            self._flags_cache = {}
             env.step(None)
             for a, r in env.rewards.items():
                 rewards[a] = rewards.get(a, 0.0) + r
