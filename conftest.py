@@ -11,6 +11,7 @@ that still passes without learning proves nothing).
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 
 import pytest
@@ -23,6 +24,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         action="store_true",
         help="make every torch.optim optimizer's step() a no-op (the learning tests must fail)",
     )
+
+
+# Doctests of modules whose package is not in the `all` extra (so CI does not install it):
+# skipped, with the reason, where the package is missing. Module -> the package it needs.
+_OPTIONAL_DOCTESTS = {"marl.envs.libs.meltingpot": "meltingpot"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        for module, package in _OPTIONAL_DOCTESTS.items():
+            if item.name.startswith(module + ".") and importlib.util.find_spec(package) is None:
+                item.add_marker(
+                    pytest.mark.skip(reason=f"{package} is not installed (marl[{package}])")
+                )
 
 
 def pytest_configure(config: pytest.Config) -> None:
