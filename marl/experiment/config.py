@@ -21,6 +21,7 @@ from marl.export import FORMATS as EXPORT_FORMATS
 __all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
 
 LOGGERS = ("csv", "wandb", "tensorboard")
+COLLECTORS = ("inline", "sync", "async")
 
 
 def _matches(value: Any, hint: Any) -> bool:
@@ -102,6 +103,22 @@ class ExperimentConfig:
     ``torch.compile`` (``None``: the algorithm's default, off for every algorithm today;
     the measurements are in ``docs/advanced/compile.md``). The first batches pay the
     compilation (seconds to a minute a graph on a small CPU)."""
+
+    # --- collection ----------------------------------------------------------
+    collector: str = "inline"
+    """Where the envs step. ``"inline"``: in this process, between updates. ``"sync"``: in
+    ``collector_workers`` worker processes that each step their share of the envs, while the
+    learner waits (for envs that step one by one on the CPU, e.g. PettingZoo). ``"async"``:
+    ``collector_workers`` worker processes collect the next batches while the learner
+    updates on the current one, so on a machine with a free core the collection's time hides
+    behind the update's. An async batch was collected with the weights of the update before
+    the current one (one update of policy lag): PPO's ratio is taken to the log-probabilities
+    stored at collection, and off-policy learners replay old data anyway. Worker processes
+    are forked, so ``"sync"``/``"async"`` need ``sampling_device="cpu"``."""
+    collector_workers: int = 1
+    """Worker processes of the ``"sync"`` and ``"async"`` collectors. ``"sync"`` splits
+    ``num_envs`` evenly over them; each ``"async"`` worker steps ``num_envs`` envs and
+    yields whole batches of ``frames_per_batch``."""
 
     # --- frames --------------------------------------------------------------
     num_envs: int | None = None
@@ -194,6 +211,14 @@ class ExperimentConfig:
             self.log_interval_s is None or self.log_interval_s > 0, "log_interval_s", "None or > 0"
         )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads", "None or >= 1")
+        need(self.collector in COLLECTORS, "collector", f"one of {list(COLLECTORS)}")
+        need(self.collector_workers >= 1, "collector_workers", "an integer >= 1")
+        need(
+            self.collector == "inline" or self.sampling_device == "cpu",
+            "collector",
+            '"inline" with sampling_device other than "cpu" (worker processes are forked, and '
+            "a forked process cannot use CUDA)",
+        )
         if isinstance(self.export, str):
             self.export = [self.export]
         for fmt in self.export:

@@ -48,7 +48,7 @@ from marl.algorithms import (
     compile_report,
     get_algorithm,
 )
-from marl.collectors import Collector
+from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, list_tasks, make_task
 from marl.envs.common import EnvBase
 from marl.experiment.checkpoint import (
@@ -213,6 +213,7 @@ class Experiment:
         self._wall_start = 0.0
         self._restore_state: tuple[Path, dict[str, Any]] | None = None
         self._envs: list[EnvBase] = []
+        self._collectors: list[Any] = []  # worker-process collectors, shut down at the end
 
     @classmethod
     def resume(
@@ -316,6 +317,43 @@ class Experiment:
         n = 60 if self.algorithm_on_policy() else 10
         family = self.task_name.split("/")[0]
         return n if family == "vmas" or not isinstance(self.task, str) else min(n, 8)
+
+    def _collector(self, env: EnvBase) -> Any:
+        """The collector ``experiment.collector`` names, running the algorithm's policy."""
+        c = self.config
+        policy = self.algorithm.policy
+        if c.collector == "inline":
+            return Collector(
+                env,
+                policy,
+                frames_per_batch=c.frames_per_batch,
+                init_random_frames=c.init_random_frames,
+                policy_device=c.sampling_device,
+                storing_device=c.sampling_device,
+            )
+        workers, num_envs = c.collector_workers, self._num_envs()
+        if c.collector == "sync":
+            if num_envs % workers:
+                raise ValueError(
+                    f"experiment.collector=sync splits the {num_envs} envs evenly over "
+                    f"collector_workers={workers} processes: choose num_envs divisible by it"
+                )
+            num_envs //= workers
+            cls: Any = MultiSyncCollector
+        else:
+            cls = MultiAsyncCollector
+        # the workers are forked: the closure reaches them without pickling
+        collector = cls(
+            lambda: self.make_env(num_envs, self.seed),
+            policy,
+            num_workers=workers,
+            frames_per_batch=c.frames_per_batch,
+            total_frames=-1,  # the Trainer stops at experiment.total_frames
+            init_random_frames=c.init_random_frames,
+            seed=self.seed,
+        )
+        self._collectors.append(collector)
+        return collector
 
     def algorithm_on_policy(self) -> bool:
         """Whether every group's algorithm is on-policy (decides the default env count)."""
@@ -438,6 +476,9 @@ class Experiment:
             )
             raise
         finally:
+            for collector in self._collectors:
+                collector.shutdown()
+            self._collectors.clear()
             for logger in self.loggers.values():
                 logger.close()
             for e in (*self._envs, self._render_env):
@@ -464,14 +505,7 @@ class Experiment:
             eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
         self.algorithm.build(env, seed=self.seed, device=c.train_device, compile=c.compile)
-        collector = Collector(
-            env,
-            self.algorithm.policy,
-            frames_per_batch=c.frames_per_batch,
-            init_random_frames=c.init_random_frames,
-            policy_device=c.sampling_device,
-            storing_device=c.sampling_device,
-        )
+        collector = self._collector(env)
         progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
         self.trainer = trainer = Trainer(
             self.algorithm,
