@@ -20,24 +20,27 @@ Examples:
     tensor([ 1.0000, -0.5000])
 """
 
-# Public names of the one-module marl.specs that stay out of __all__ (and the API page):
-# marl.envs imports NestedKey and structure_version from here. "X as X" marks a re-export.
+# isort: off
+# The API page lists these in the order they are imported here (mkdocstrings' "source"
+# order): the order of the one-module marl/specs.py, base class first.
+from marl.specs._base import TensorSpec
+from marl.specs._leaves import Unbounded
+from marl.specs._leaves import Bounded
+from marl.specs._leaves import Categorical
+from marl.specs._leaves import OneHot
+from marl.specs._leaves import MultiCategorical
+from marl.specs._leaves import Binary
+from marl.specs._composite import Composite
+from marl.specs._stack import stack_specs
+# isort: on
+
+# Names of the one-module marl.specs kept out of __all__ (and the API page); marl.envs
+# imports NestedKey and structure_version from here. "X as X" marks a re-export.
 from marl.specs._base import DeviceLike as DeviceLike
 from marl.specs._base import NestedKey as NestedKey
 from marl.specs._base import ShapeLike as ShapeLike
-from marl.specs._base import TensorSpec
-from marl.specs._composite import Composite
 from marl.specs._composite import structure_version as structure_version
-from marl.specs._leaves import (
-    Binary,
-    Bounded,
-    Categorical,
-    MultiCategorical,
-    OneHot,
-    Unbounded,
-)
 from marl.specs._stack import SpecLike as SpecLike
-from marl.specs._stack import stack_specs
 
 __all__ = [
     "Binary",
