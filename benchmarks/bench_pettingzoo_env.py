@@ -16,12 +16,19 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from marl.envs import PettingZooEnv
+
+try:
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
 
 TARGET = 0.60
 
@@ -43,52 +50,19 @@ def raw_loop(steps: int, seed: int = 0) -> float:
 
 
 def wrapper_rollout(steps: int, seed: int = 0) -> float:
-    env = PettingZooEnv("simple_spread_v3", seed=seed, max_cycles=25)
-    env.reset()
-    start = time.perf_counter()
-    td = env.rollout(steps, break_when_any_done=False)
-    elapsed = time.perf_counter() - start
-    if td.batch_size != torch.Size([steps]):
-        raise RuntimeError(f"unexpected rollout batch size {td.batch_size}")
-    return steps / elapsed
+    return rollout_rate(PettingZooEnv("simple_spread_v3", seed=seed, max_cycles=25), steps)
 
 
 def measure(reps: int, steps: int) -> dict[str, float]:
     """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    raw_loop(50)  # warm-up
-    wrapper_rollout(50)
-    raw, wrapped, ratios = [], [], []
-    for rep in range(reps):
-        if rep % 2 == 0:
-            r = raw_loop(steps, seed=rep)
-            w = wrapper_rollout(steps, seed=rep)
-        else:
-            w = wrapper_rollout(steps, seed=rep)
-            r = raw_loop(steps, seed=rep)
-        raw.append(r)
-        wrapped.append(w)
-        ratios.append(w / r)
-    return {
-        "raw": statistics.median(raw),
-        "wrapper": statistics.median(wrapped),
-        "ratio": statistics.median(ratios),
-    }
+    return paired_rates(raw_loop, wrapper_rollout, reps, steps, warmup=50)
 
 
 def run(quick: bool = False) -> list[dict]:
     """Rows for ``python -m benchmarks.speed``: PettingZooEnv.rollout vs raw PettingZoo."""
     steps = 500 if quick else 2000
     m = measure(3 if quick else 7, steps)
-    return [
-        {
-            "name": f"simple_spread_v3 rollout, {steps} steps",
-            "value": m["wrapper"],
-            "unit": "env-steps/s",
-            "baseline_name": "raw pettingzoo parallel loop",
-            "baseline_value": m["raw"],
-            "ratio": m["ratio"],
-        }
-    ]
+    return [rate_row(f"simple_spread_v3 rollout, {steps} steps", "raw pettingzoo parallel loop", m)]
 
 
 def main() -> None:
@@ -99,11 +73,9 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
     m = measure(args.reps, args.steps)
     r, w, ratio = m["raw"], m["wrapper"], m["ratio"]
-    verdict = "OK" if ratio >= TARGET else "BELOW TARGET"
     print(
         f"simple_spread_v3, {args.steps} steps: raw pettingzoo {r:7.0f} env-steps/s | "
-        f"PettingZooEnv.rollout {w:7.0f} env-steps/s | median paired ratio {ratio:6.1%} "
-        f"(target {TARGET:.0%}) {verdict}"
+        f"PettingZooEnv.rollout {w:7.0f} env-steps/s | {verdict(ratio, TARGET)}"
     )
 
 

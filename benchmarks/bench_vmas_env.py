@@ -17,12 +17,19 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 
 from marl.envs import VmasEnv, step_mdp
+
+try:
+    from benchmarks.envs._timing import paired_rates, rate_row
+except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from benchmarks.envs._timing import paired_rates, rate_row
 
 TARGETS = {4096: 0.90, 64: 0.75}
 
@@ -89,25 +96,11 @@ def measure(n: int, reps: int) -> dict[str, float]:
     """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
     steps = _steps_for(n)
     raw, wrapper = RawLoop(n), WrapperRollout(n)
-    raw.run(2)  # warm-up (allocations, first-call overheads)
-    wrapper.run(2)
-    raws, wrapped, ratios = [], [], []
-    for rep in range(reps):
-        # each pair runs back to back in alternating order, so its ratio is
-        # robust to load changes on a shared machine
-        if rep % 2 == 0:
-            r, w = raw.run(steps), wrapper.run(steps)
-        else:
-            w, r = wrapper.run(steps), raw.run(steps)
-        raws.append(r)
-        wrapped.append(w)
-        ratios.append(w / r)
-    return {
-        "steps": steps,
-        "raw": statistics.median(raws),
-        "wrapper": statistics.median(wrapped),
-        "ratio": statistics.median(ratios),
-    }
+    # both envs live across the timed chunks: the seed of each repetition goes unused
+    m = paired_rates(
+        lambda k, seed: raw.run(k), lambda k, seed: wrapper.run(k), reps, steps, warmup=2
+    )
+    return {"steps": steps, **m}
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -115,16 +108,7 @@ def run(quick: bool = False) -> list[dict]:
     rows = []
     for n in (1024, 64) if quick else (4096, 64):
         m = measure(n, 3 if quick else 15)
-        rows.append(
-            {
-                "name": f"navigation rollout, {n} envs",
-                "value": m["wrapper"],
-                "unit": "env-steps/s",
-                "baseline_name": "raw vmas loop",
-                "baseline_value": m["raw"],
-                "ratio": m["ratio"],  # the median of paired ratios: robust to load changes
-            }
-        )
+        rows.append(rate_row(f"navigation rollout, {n} envs", "raw vmas loop", m))
     return rows
 
 

@@ -1,3 +1,6 @@
+import base64
+import pickle
+
 import pytest
 import torch
 
@@ -134,3 +137,72 @@ def test_stack_specs_builds_agent_dim_and_names_mismatch():
     # stacking along an inner dim, e.g. after the env batch dim
     inner = stack_specs([Categorical(3, (8,)), Categorical(3, (8,))], dim=1)
     assert inner.shape == (8, 2)
+
+
+def _every_kind() -> Composite:
+    return Composite(
+        {
+            ("agents", "obs"): Bounded(-1.0, 1.0, (2, 3)),
+            ("agents", "action"): Categorical(
+                3, shape=(2,), mask=torch.tensor([True, False, True])
+            ),
+            "oh": OneHot(2),
+            "mc": MultiCategorical([2, 3]),
+            "b": Binary(2),
+            "u": Unbounded(()),
+        }
+    )
+
+
+def test_specs_pickle_round_trip():
+    spec = _every_kind()
+    restored = pickle.loads(pickle.dumps(spec))
+    assert restored == spec and restored is not spec
+    assert torch.equal(restored["agents", "action"].mask, torch.tensor([[True, False, True]] * 2))
+
+
+# pickle.dumps(_every_kind(), protocol=2) made by the one-module marl/specs.py (before it
+# became a package): its classes are named marl.specs.<Name>, which must still resolve.
+_OLD_PICKLE = (
+    "gAJjbWFybC5zcGVjcwpDb21wb3NpdGUKcQApgXEBfXECKFgFAAAAc2hhcGVxA2N0b3JjaApTaXplCnEEKYVxBVJx"
+    "BlgGAAAAZGV2aWNlcQdOWAYAAABfc3BlY3NxCH1xCShYBgAAAGFnZW50c3EKaAApgXELfXEMKGgDaAQphXENUnEO"
+    "aAdOaAh9cQ8oWAMAAABvYnNxEGNtYXJsLnNwZWNzCkJvdW5kZWQKcREpgXESfXETKGgDaARLAksDhnEUhXEVUnEW"
+    "WAUAAABkdHlwZXEXY3RvcmNoCmZsb2F0MzIKcRhoB2N0b3JjaApkZXZpY2UKcRlYAwAAAGNwdXEahXEbUnEcWAMA"
+    "AABsb3dxHWN0b3JjaC5fdXRpbHMKX3JlYnVpbGRfdGVuc29yX3YyCnEeKGN0b3JjaC5zdG9yYWdlCl9sb2FkX2Zy"
+    "b21fYnl0ZXMKcR9jX2NvZGVjcwplbmNvZGUKcSBYLAEAAMKAAsKKCmzDvMKcRsO5IGrCqFAZLsKAAk3DqQMuwoAC"
+    "fXEAKFgQAAAAcHJvdG9jb2xfdmVyc2lvbnEBTcOpA1gNAAAAbGl0dGxlX2VuZGlhbnECwohYCgAAAHR5cGVfc2l6"
+    "ZXNxA31xBChYBQAAAHNob3J0cQVLAlgDAAAAaW50cQZLBFgEAAAAbG9uZ3EHSwR1dS7CgAIoWAcAAABzdG9yYWdl"
+    "cQBjdG9yY2gKRmxvYXRTdG9yYWdlCnEBWA4AAAA5NDkwMjUzNTM0NTc2MHECWAMAAABjcHVxA0sGTnRxBFEuwoAC"
+    "XXEAWA4AAAA5NDkwMjUzNTM0NTc2MHEBYS4GAAAAAAAAAAAAwoDCvwAAwoDCvwAAwoDCvwAAwoDCvwAAwoDCvwAA"
+    "woDCv3EhWAYAAABsYXRpbjFxIoZxI1JxJIVxJVJxJksASwJLA4ZxJ0sDSwGGcSiJY2NvbGxlY3Rpb25zCk9yZGVy"
+    "ZWREaWN0CnEpKVJxKnRxK1JxLFgEAAAAaGlnaHEtaB4oaB9oIFgmAQAAwoACwooKbMO8wpxGw7kgasKoUBkuwoAC"
+    "TcOpAy7CgAJ9cQAoWBAAAABwcm90b2NvbF92ZXJzaW9ucQFNw6kDWA0AAABsaXR0bGVfZW5kaWFucQLCiFgKAAAA"
+    "dHlwZV9zaXplc3EDfXEEKFgFAAAAc2hvcnRxBUsCWAMAAABpbnRxBksEWAQAAABsb25ncQdLBHV1LsKAAihYBwAA"
+    "AHN0b3JhZ2VxAGN0b3JjaApGbG9hdFN0b3JhZ2UKcQFYDgAAADk0OTAyNTEwMjA4MTYwcQJYAwAAAGNwdXEDSwZO"
+    "dHEEUS7CgAJdcQBYDgAAADk0OTAyNTEwMjA4MTYwcQFhLgYAAAAAAAAAAADCgD8AAMKAPwAAwoA/AADCgD8AAMKA"
+    "PwAAwoA/cS5oIoZxL1JxMIVxMVJxMksASwJLA4ZxM0sDSwGGcTSJaCkpUnE1dHE2UnE3dWJYBgAAAGFjdGlvbnE4"
+    "Y21hcmwuc3BlY3MKQ2F0ZWdvcmljYWwKcTkpgXE6fXE7KGgDaARLAoVxPIVxPVJxPmgXY3RvcmNoCmludDY0CnE/"
+    "aAdoGVgDAAAAY3B1cUCFcUFScUJYAQAAAG5xQ0sDWAQAAABtYXNrcURoHihoH2ggWA0BAADCgALCigpsw7zCnEbD"
+    "uSBqwqhQGS7CgAJNw6kDLsKAAn1xAChYEAAAAHByb3RvY29sX3ZlcnNpb25xAU3DqQNYDQAAAGxpdHRsZV9lbmRp"
+    "YW5xAsKIWAoAAAB0eXBlX3NpemVzcQN9cQQoWAUAAABzaG9ydHEFSwJYAwAAAGludHEGSwRYBAAAAGxvbmdxB0sE"
+    "dXUuwoACKFgHAAAAc3RvcmFnZXEAY3RvcmNoCkJvb2xTdG9yYWdlCnEBWA4AAAA5NDkwMjUzNTI2NDE3NnECWAMA"
+    "AABjcHVxA0sGTnRxBFEuwoACXXEAWA4AAAA5NDkwMjUzNTI2NDE3NnEBYS4GAAAAAAAAAAEAAQEAAXFFaCKGcUZS"
+    "cUeFcUhScUlLAEsCSwOGcUpLA0sBhnFLiWgpKVJxTHRxTVJxTnVidXViWAIAAABvaHFPY21hcmwuc3BlY3MKT25l"
+    "SG90CnFQKYFxUX1xUihoA2gESwKFcVOFcVRScVVoF2g/aAdoGVgDAAAAY3B1cVaFcVdScVhoQ0sCaEROdWJYAgAA"
+    "AG1jcVljbWFybC5zcGVjcwpNdWx0aUNhdGVnb3JpY2FsCnFaKYFxW31xXChoA2gESwKFcV2FcV5ScV9oF2g/aAdo"
+    "GVgDAAAAY3B1cWCFcWFScWJYBAAAAG52ZWNxY2geKGgfaCBYFwEAAMKAAsKKCmzDvMKcRsO5IGrCqFAZLsKAAk3D"
+    "qQMuwoACfXEAKFgQAAAAcHJvdG9jb2xfdmVyc2lvbnEBTcOpA1gNAAAAbGl0dGxlX2VuZGlhbnECwohYCgAAAHR5"
+    "cGVfc2l6ZXNxA31xBChYBQAAAHNob3J0cQVLAlgDAAAAaW50cQZLBFgEAAAAbG9uZ3EHSwR1dS7CgAIoWAcAAABz"
+    "dG9yYWdlcQBjdG9yY2gKTG9uZ1N0b3JhZ2UKcQFYDgAAADk0OTAyNDk0MDgzNDg4cQJYAwAAAGNwdXEDSwJOdHEE"
+    "US7CgAJdcQBYDgAAADk0OTAyNDk0MDgzNDg4cQFhLgIAAAAAAAAAAgAAAAAAAAADAAAAAAAAAHFkaCKGcWVScWaF"
+    "cWdScWhLAEsChXFpSwGFcWqJaCkpUnFrdHFsUnFtdWJYAQAAAGJxbmNtYXJsLnNwZWNzCkJpbmFyeQpxbymBcXB9"
+    "cXEoaANoBEsChXFyhXFzUnF0aBdjdG9yY2gKaW50OApxdWgHaBlYAwAAAGNwdXF2hXF3UnF4aENLAnViWAEAAAB1"
+    "cXljbWFybC5zcGVjcwpVbmJvdW5kZWQKcXopgXF7fXF8KGgDaAQphXF9UnF+aBdoGGgHaBlYAwAAAGNwdXF/hXGA"
+    "UnGBdWJ1dWIu"
+)
+
+
+def test_a_spec_pickled_by_the_one_module_marl_specs_still_loads():
+    data = base64.b64decode(_OLD_PICKLE)
+    assert b"cmarl.specs\nComposite" in data  # the old module path, as the pickle names it
+    assert pickle.loads(data) == _every_kind()

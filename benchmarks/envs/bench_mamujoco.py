@@ -19,10 +19,17 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
+
+try:
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
 
 TARGET = 0.80
 # name -> (scenario, partition)
@@ -65,37 +72,17 @@ def _wrapper(task: str, num_envs: int, seed: int) -> object:
 
 def wrapper_rollout(task: str, num_envs: int, steps: int, seed: int = 0) -> float:
     """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
-    env = _wrapper(task, num_envs, seed)
-    env.reset()
-    start = time.perf_counter()
-    td = env.rollout(steps, break_when_any_done=False)
-    elapsed = time.perf_counter() - start
-    expected = torch.Size([steps] if num_envs == 1 else [num_envs, steps])
-    if td.batch_size != expected:
-        raise RuntimeError(f"unexpected rollout batch size {td.batch_size}, expected {expected}")
-    return steps * num_envs / elapsed
+    return rollout_rate(_wrapper(task, num_envs, seed), steps, num_envs)
 
 
 def measure(task: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
     """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    raw_loop(task, num_envs, 20)  # warm-up
-    wrapper_rollout(task, num_envs, 20)
-    raw, wrapped, ratios = [], [], []
-    for rep in range(reps):
-        if rep % 2 == 0:
-            r = raw_loop(task, num_envs, steps, seed=rep)
-            w = wrapper_rollout(task, num_envs, steps, seed=rep)
-        else:
-            w = wrapper_rollout(task, num_envs, steps, seed=rep)
-            r = raw_loop(task, num_envs, steps, seed=rep)
-        raw.append(r)
-        wrapped.append(w)
-        ratios.append(w / r)
-    return {
-        "raw": statistics.median(raw),
-        "wrapper": statistics.median(wrapped),
-        "ratio": statistics.median(ratios),
-    }
+    return paired_rates(
+        lambda n, seed: raw_loop(task, num_envs, n, seed),
+        lambda n, seed: wrapper_rollout(task, num_envs, n, seed),
+        reps,
+        steps,
+    )
 
 
 def run(quick: bool = False) -> list[dict]:
@@ -106,16 +93,8 @@ def run(quick: bool = False) -> list[dict]:
         for num_envs in (1, 8):
             n = steps if num_envs == 1 else steps // 8
             m = measure(task, num_envs, 3 if quick else 5, n)
-            rows.append(
-                {
-                    "name": f"MaMuJoCoEnv {task} rollout, {num_envs} env(s) x {n} steps",
-                    "value": m["wrapper"],
-                    "unit": "env-steps/s",
-                    "baseline_name": "raw mamujoco_v1.parallel_env loop",
-                    "baseline_value": m["raw"],
-                    "ratio": m["ratio"],
-                }
-            )
+            name = f"MaMuJoCoEnv {task} rollout, {num_envs} env(s) x {n} steps"
+            rows.append(rate_row(name, "raw mamujoco_v1.parallel_env loop", m))
     return rows
 
 
@@ -131,12 +110,10 @@ def main() -> None:
         for num_envs in (1, 8):
             steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
             m = measure(task, num_envs, args.reps, steps)
-            verdict = "OK" if m["ratio"] >= TARGET else "BELOW TARGET"
             print(
                 f"{task}, {num_envs} env(s) x {steps} steps: raw parallel_env "
                 f"{m['raw']:7.0f} env-steps/s | MaMuJoCoEnv.rollout {m['wrapper']:7.0f} "
-                f"env-steps/s | median paired ratio {m['ratio']:6.1%} (target {TARGET:.0%}) "
-                f"{verdict}"
+                f"env-steps/s | {verdict(m['ratio'], TARGET)}"
             )
 
 

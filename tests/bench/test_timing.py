@@ -1,0 +1,72 @@
+"""The wrapper-vs-raw timing loop that the env benchmarks share (benchmarks/envs/_timing.py)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from tensordict import TensorDict
+
+from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+
+
+def test_paired_rates_warms_up_alternates_and_takes_medians():
+    calls = []
+    raw_rates = {0: 100.0, 1: 300.0, 2: 200.0}  # by seed, for the timed runs
+    wrap_rates = {0: 90.0, 1: 150.0, 2: 190.0}
+
+    def raw(steps, seed):
+        calls.append(("raw", steps, seed))
+        return raw_rates[seed]
+
+    def wrapper(steps, seed):
+        calls.append(("wrapper", steps, seed))
+        return wrap_rates[seed]
+
+    m = paired_rates(raw, wrapper, reps=3, steps=40, warmup=5)
+    assert calls == [
+        ("raw", 5, 0),
+        ("wrapper", 5, 0),  # warm-up
+        ("raw", 40, 0),
+        ("wrapper", 40, 0),
+        ("wrapper", 40, 1),  # odd repetitions: the wrapper first
+        ("raw", 40, 1),
+        ("raw", 40, 2),
+        ("wrapper", 40, 2),
+    ]
+    # medians of each side, and the median of the per-pair ratios (0.9, 0.5, 0.95),
+    # not the ratio of the medians (190 / 200)
+    assert m == {"raw": 200.0, "wrapper": 150.0, "ratio": 0.9}
+
+
+class _FakeEnv:
+    def __init__(self, batch):
+        self.batch, self.resets = batch, 0
+
+    def reset(self):
+        self.resets += 1
+
+    def rollout(self, steps, break_when_any_done):
+        assert break_when_any_done is False
+        return TensorDict({}, batch_size=self.batch)
+
+
+def test_rollout_rate_counts_every_env_and_checks_the_batch():
+    env = _FakeEnv([4, 10])
+    assert rollout_rate(env, 10, num_envs=4) > 0 and env.resets == 1
+    with pytest.raises(RuntimeError, match=r"expected torch.Size\(\[10\]\)"):
+        rollout_rate(_FakeEnv([4, 10]), 10)
+    assert rollout_rate(_FakeEnv(torch.Size([10])), 10) > 0
+
+
+def test_rate_row_and_verdict():
+    row = rate_row("x rollout", "raw x loop", {"raw": 10.0, "wrapper": 8.0, "ratio": 0.8})
+    assert row == {
+        "name": "x rollout",
+        "value": 8.0,
+        "unit": "env-steps/s",
+        "baseline_name": "raw x loop",
+        "baseline_value": 10.0,
+        "ratio": 0.8,
+    }
+    assert verdict(0.85, 0.8) == "median paired ratio  85.0% (target 80%) OK"
+    assert verdict(0.5, 0.6).endswith("(target 60%) BELOW TARGET")
