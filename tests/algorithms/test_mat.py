@@ -96,24 +96,6 @@ def test_an_agents_distribution_ignores_the_actions_of_the_agents_after_it(env_c
                 assert not torch.allclose(changed[:, :, k + 1 :], base[:, :, k + 1 :])
 
 
-def test_sequential_decoding_feeds_each_action_to_the_next_agents():
-    """The decoding is autoregressive: agent 1's choice follows agent 0's sampled action."""
-    net = MultiAgentTransformer(3, 4, n_agents=2, discrete=True, embed_dim=8)
-    torch.manual_seed(0)
-    with torch.no_grad():
-        net.action_head[-1].weight.mul_(30)  # sharp logits: small input changes show
-    policy = MATPolicy(net, ["obs"], [1], "action", "log_prob", kind="index")
-    from tensordict import TensorDict
-
-    obs = torch.zeros(1, 2, 3).expand(2000, 2, 3)
-    td = policy(TensorDict(obs=obs, batch_size=[2000]))
-    a0, a1 = td["action"][:, 0], td["action"][:, 1]
-    # agent 1's action distribution differs with agent 0's action (same observations)
-    dists = torch.stack([torch.bincount(a1[a0 == v], minlength=4).float() for v in range(4)])
-    dists = dists / dists.sum(-1, keepdim=True).clamp_min(1)
-    assert (dists.max(0).values - dists.min(0).values).max() > 0.2, dists
-
-
 # ------------------------------------------------------------- masks and bounds
 def test_discrete_actions_never_break_the_action_mask():
     algo, env = _build(ManyPickersEnv, num_envs=32)
