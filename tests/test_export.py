@@ -32,6 +32,8 @@ CASES = {
     ),
     # per-agent (unshared) actors: MultiAgentMLP's stacked weights
     "happo-navigation": ("happo", "vmas/navigation", {"num_envs": 2}, ("pt2", "onnx")),
+    # MAT: the agents' modes decoded one after another (a loop over the agents, unrolled)
+    "mat-navigation": ("mat", "vmas/navigation", {"num_envs": 2}, ("pt2", "onnx")),
     "ppo-cartpole": ("ppo", "gymnasium/cartpole", {"num_envs": 2}, ("pt2",)),
     "iql-tictactoe": ("iql", "pettingzoo/tictactoe", {}, ("pt2", "onnx")),
 }

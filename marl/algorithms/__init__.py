@@ -9,7 +9,7 @@
 Examples:
     >>> from marl.algorithms import get_algorithm, list_algorithms
     >>> list_algorithms()
-    ['a2c', 'ddpg', 'dqn', 'happo', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'ppo', 'pqn', 'pqn_vdn', 'qmix', 'sac', 'td3', 'vdn']
+    ['a2c', 'ddpg', 'dqn', 'happo', 'iddpg', 'ippo', 'iql', 'isac', 'maddpg', 'mappo', 'masac', 'mat', 'ppo', 'pqn', 'pqn_vdn', 'qmix', 'sac', 'td3', 'vdn']
     >>> get_algorithm("ppo").on_policy
     True
 """
@@ -30,6 +30,7 @@ from marl.algorithms import (
     maddpg,
     mappo,
     masac,
+    mat,
     ppo,
     pqn,
     pqn_vdn,
@@ -58,6 +59,7 @@ from marl.algorithms.isac import ISACConfig
 from marl.algorithms.maddpg import MADDPGConfig
 from marl.algorithms.mappo import MAPPOConfig
 from marl.algorithms.masac import MASACConfig
+from marl.algorithms.mat import MATConfig
 from marl.algorithms.ppo import PPOConfig
 from marl.algorithms.pqn import PQNConfig
 from marl.algorithms.pqn_vdn import PQNVDNConfig
@@ -92,6 +94,7 @@ __all__ = [
     "MADDPGConfig",
     "MAPPOConfig",
     "MASACConfig",
+    "MATConfig",
     "PPOConfig",
     "PQNConfig",
     "PQNVDNConfig",
@@ -167,6 +170,7 @@ for _module in (
     mappo,
     ippo,
     happo,
+    mat,
     maddpg,
     iddpg,
     masac,

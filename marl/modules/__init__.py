@@ -11,6 +11,7 @@ from marl.modules.exploration import AdditiveGaussian, EGreedy, OrnsteinUhlenbec
 from marl.modules.mixers import QMixer, VDNMixer
 from marl.modules.mlp import MLP, MultiAgentMLP
 from marl.modules.recurrent import GRUModule, LSTMModule
+from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
 
 __all__ = [
     "MLP",
@@ -18,9 +19,12 @@ __all__ = [
     "EGreedy",
     "GRUModule",
     "LSTMModule",
+    "MATPolicy",
+    "MATValue",
     "MaskedCategorical",
     "MultiAgentConvNet",
     "MultiAgentMLP",
+    "MultiAgentTransformer",
     "OneHotCategorical",
     "OrnsteinUhlenbeck",
     "QMixer",

@@ -14,7 +14,7 @@ from marl.collectors import Collector
 from marl.objectives import GAE, HardUpdate
 from marl.testing import MultiAgentFakeEnv, SingleAgentFakeEnv
 
-SMALL = {"actor_cells": (8,), "critic_cells": (8,), "cells": (8,)}
+SMALL = {"actor_cells": (8,), "critic_cells": (8,), "cells": (8,), "embed_dim": 8}
 MARL = [
     "happo",
     "iddpg",
@@ -24,6 +24,7 @@ MARL = [
     "maddpg",
     "mappo",
     "masac",
+    "mat",
     "pqn",
     "pqn_vdn",
     "qmix",

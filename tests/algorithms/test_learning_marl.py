@@ -91,6 +91,10 @@ CASES = {
     # HAPPO: MAPPO's settings, each of the 3 agents in turn (4 epochs each), then the critic;
     # 31-32 CPU s per seed (MAPPO: 20); with --disable-learning: -0.180, -2.556 (both fail)
     "happo": Case(ON_POLICY, 90_000, 0.4, frames_per_batch=6000),  # 0.806, 0.662
+    # MAT: MAPPO's settings; the transformer's default size (1 block, 64 wide, 1 head);
+    # 58-62 CPU s per seed (collection decodes the 3 agents in turn); with
+    # --disable-learning: -4.971, -2.002 (both fail)
+    "mat": Case(ON_POLICY, 90_000, 0.3, frames_per_batch=6000),  # 0.852, 0.640
     # MADDPG is the one algorithm here that does not learn on every seed at this budget:
     # of seeds 0-4 it ended at -0.178, 0.693, 0.328, 0.611 and -4.431 (seed 4: the
     # deterministic policy drives the agents away where the centralized critic

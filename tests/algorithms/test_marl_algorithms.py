@@ -24,6 +24,7 @@ MARL = [
     "maddpg",
     "mappo",
     "masac",
+    "mat",
     "pqn",
     "pqn_vdn",
     "qmix",
@@ -33,6 +34,7 @@ ON_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "minibatch_size": 16, "
 OFF_SMALL = {"actor_cells": (16,), "critic_cells": (16,), "learning_starts": 0, "batch_size": 16}
 Q_SMALL = {"cells": (16,), "learning_starts": 0, "batch_size": 16}
 PQN_SMALL = {"cells": (16,), "minibatch_size": 16, "epochs": 2}
+MAT_SMALL = {"embed_dim": 16, "minibatch_size": 16, "epochs": 2}
 
 
 def small(name: str, **extra) -> dict:
@@ -41,6 +43,8 @@ def small(name: str, **extra) -> dict:
         base = Q_SMALL
     elif name in ("pqn", "pqn_vdn"):
         base = PQN_SMALL
+    elif name == "mat":
+        base = MAT_SMALL
     else:
         base = ON_SMALL if get_algorithm(name).on_policy else OFF_SMALL
     return {**base, **extra}
@@ -102,7 +106,8 @@ def test_builds_trains_and_changes_parameters(name):
         assert f"train/{g}/episode_reward" in logs
 
 
-@pytest.mark.parametrize("name", MARL)
+# MAT has no per-agent parameters to share or not: one transformer over the group's agents
+@pytest.mark.parametrize("name", [n for n in MARL if n != "mat"])
 def test_unshared_parameters_are_vectorized_per_agent(name):
     group = _supported(name)[0]
     extra = {"share_policy_params": False}
@@ -236,7 +241,7 @@ def test_critic_scope_all_sees_other_groups(name):
 
 # ------------------------------------------------------------------ action masks
 @pytest.mark.parametrize(
-    "name", ["mappo", "ippo", "masac", "isac", "qmix", "vdn", "iql", "pqn", "pqn_vdn"]
+    "name", ["mappo", "ippo", "mat", "masac", "isac", "qmix", "vdn", "iql", "pqn", "pqn_vdn"]
 )
 def test_discrete_actions_respect_masks_when_sampling_and_in_mode(name):
     env = MultiAgentFakeEnv(num_envs=16, seed=0)

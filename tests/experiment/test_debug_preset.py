@@ -25,6 +25,7 @@ PENDULUM = ("gymnasium/pendulum", [])
 TASKS = {
     "mappo": NAVIGATION,
     "happo": NAVIGATION,
+    "mat": NAVIGATION,
     "ippo": NAVIGATION,
     "maddpg": NAVIGATION,
     "iddpg": NAVIGATION,

@@ -1,0 +1,200 @@
+"""MAT: the Multi-Agent Transformer (Wen et al., 2022, "Multi-Agent Reinforcement
+Learning is a Sequence Modeling Problem").
+
+One group's agents are a sequence: an encoder (self-attention over the agents'
+observations) gives each agent a representation and a value ``V(o_i)``; a decoder
+chooses the actions agent after agent, agent ``i`` conditioned on the representations
+and on the actions of agents ``0..i-1``. The policy is joint over the group and still
+factorizes into per-agent terms, ``pi(a|o) = prod_i pi(a_i | o, a_0..a_{i-1})``, so PPO's
+clipped objective applies to each agent's ratio, with GAE advantages from the encoder's
+values (:class:`~marl.objectives.PPOLoss`, agent masks included).
+
+Roles: :class:`MATConfig` (hyperparameters), :func:`build_mat` (the network
+:class:`~marl.modules.transformer.MultiAgentTransformer`, its policy and value modules,
+the PPO loss, one Adam, the on-policy updater of PPO).
+
+Groups: MAT is built per group, like every marl algorithm: an env with several groups
+gets one independent transformer per group (each its own sequence, its own optimizer).
+A single-agent env (no group) is refused: use ``ppo``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from marl.algorithms._policies import action_bounds, observation_inputs
+from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.ppo import policy_gradient_learner
+from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
+from marl.objectives import PPOLoss
+from marl.specs import Bounded, Categorical, OneHot
+
+__all__ = ["SPEC", "MATConfig", "build_mat"]
+
+
+@dataclass
+class MATConfig:
+    """MAT hyperparameters: the paper's MPE settings, the network scaled down for CPUs.
+
+    Examples:
+        >>> MATConfig().embed_dim
+        64
+        >>> MATConfig(embed_dim=30, n_heads=4)
+        Traceback (most recent call last):
+        ...
+        ValueError: mat: embed_dim (30) must be a multiple of n_heads (4)
+    """
+
+    lr: float = 5e-4
+    """Adam learning rate of the whole transformer (encoder, value head, decoder)."""
+    gamma: float = 0.99
+    """Discount factor."""
+    lmbda: float = 0.95
+    """GAE lambda."""
+    clip_epsilon: float = 0.2
+    """PPO ratio clip range (on each agent's ratio)."""
+    entropy_coef: float = 0.01
+    """Weight of the entropy bonus (masked-out agents weighted out)."""
+    critic_coef: float = 1.0
+    """Weight of the value loss (the paper's ``value_loss_coef``)."""
+    loss_critic_type: str = "l2"
+    """Value regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
+    normalize_advantage: bool = True
+    """Standardize advantages over each minibatch (over the unmasked agents)."""
+    epochs: int = 10
+    """Passes over each collected batch (the paper's ``ppo_epoch``)."""
+    minibatch_size: int = 400
+    """Transitions (env steps, the group's agents together) per optimizer step."""
+    max_grad_norm: float | None = 10.0
+    """Gradient clipping of the transformer (the paper's 10); ``None`` disables it."""
+    embed_dim: int = 64
+    """Width of the tokens (the paper: 64)."""
+    n_heads: int = 1
+    """Attention heads; must divide ``embed_dim`` (the paper: 1)."""
+    n_blocks: int = 1
+    """Encoder blocks, and as many decoder blocks (the paper: 1 on MPE)."""
+    log_std_init: float = 0.0
+    """Initial log standard deviation of continuous actions (learned, one per action
+    dim, independent of the observations, as in the paper)."""
+
+    def __post_init__(self) -> None:
+        for name in ("epochs", "minibatch_size", "embed_dim", "n_heads", "n_blocks"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < 1:
+                raise ValueError(f"mat: {name} must be an integer >= 1, got {value!r}")
+        if self.embed_dim % self.n_heads:
+            raise ValueError(
+                f"mat: embed_dim ({self.embed_dim}) must be a multiple of n_heads ({self.n_heads})"
+            )
+        if self.lr <= 0 or self.clip_epsilon <= 0:
+            raise ValueError(
+                f"mat: lr and clip_epsilon must be > 0, got {self.lr} and {self.clip_epsilon}"
+            )
+
+
+def _action_kind(info: GroupInfo) -> tuple[str, int]:
+    """The policy's action kind and the transformer's ``action_dim`` for the group."""
+    spec = info.action_spec
+    if info.action_space == "continuous":
+        if len(info.action_shape) != 1:
+            raise ValueError(
+                f"mat: group {info.label!r} has continuous actions of shape "
+                f"{tuple(info.action_shape)} per agent; mat needs a vector (one dim)"
+            )
+        kind = "tanh_normal" if isinstance(spec, Bounded) else "normal"
+        return kind, int(info.action_shape[0])
+    if isinstance(spec, Categorical):
+        return "index", info.n_actions
+    if isinstance(spec, OneHot):
+        return "one_hot", info.n_actions
+    raise TypeError(
+        f"mat: group {info.label!r} has {type(spec).__name__} actions; mat serves index "
+        "(Categorical), one-hot and continuous vector actions"
+    )
+
+
+def build_mat(info: GroupInfo, config: MATConfig) -> GroupLearner:
+    """Build a MAT learner for one group.
+
+    Args:
+        info: the group (its agents are the transformer's sequence).
+        config: hyperparameters.
+
+    Returns:
+        The group's learner: ``policy`` decodes the agents' actions in order, the loss
+        is :class:`~marl.objectives.PPOLoss` on the teacher-forced log-probabilities.
+
+    Raises:
+        ValueError: for a single-agent env (no group), or multi-dim continuous actions.
+        TypeError: for action specs other than index, one-hot or continuous vectors.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> build_mat(info, MATConfig(embed_dim=16)).policy.kind
+        'index'
+    """
+    if info.name is None or info.n_agents is None:
+        raise ValueError(
+            "mat is a joint policy over the agents of a group, but this env is "
+            "single-agent (no group): use ppo"
+        )
+    c = config
+    kind, action_dim = _action_kind(info)
+    obs_keys, obs_ndims, obs_dim = observation_inputs(info)
+    net = MultiAgentTransformer(
+        obs_dim,
+        action_dim,
+        info.n_agents,
+        discrete=kind in ("index", "one_hot"),
+        embed_dim=c.embed_dim,
+        n_heads=c.n_heads,
+        n_blocks=c.n_blocks,
+        log_std_init=c.log_std_init,
+    ).to(info.device)
+    low, high = action_bounds(info) if kind == "tanh_normal" else (None, None)
+    if low is not None:
+        # per-agent bounds of a shared policy must agree: the decoder is shared
+        low, high = low.reshape(-1, action_dim), high.reshape(-1, action_dim)
+        if not (bool((low == low[0]).all()) and bool((high == high[0]).all())):
+            raise ValueError(
+                f"mat: group {info.label!r} has per-agent action bounds that differ; "
+                "mat's decoder is shared by the agents and needs one set of bounds"
+            )
+        low, high = low[0], high[0]
+    policy = MATPolicy(
+        net,
+        obs_keys,
+        obs_ndims,
+        info.key("action"),
+        info.key("action_log_prob"),
+        kind=kind,
+        mask_key=info.key("action_mask") if info.has_action_mask else None,
+        low=low,
+        high=high,
+    ).to(info.device)
+    critic = MATValue(net, obs_keys, obs_ndims, info.key("state_value"))
+    loss = PPOLoss(
+        policy,
+        critic,
+        clip_epsilon=c.clip_epsilon,
+        entropy_coef=c.entropy_coef,
+        critic_coef=c.critic_coef,
+        loss_critic_type=c.loss_critic_type,
+        normalize_advantage=c.normalize_advantage,
+        gamma=c.gamma,
+        lmbda=c.lmbda,
+    )
+    # the critic's parameters are the policy's (one network): one "actor" param group
+    return policy_gradient_learner(info, c, loss, actor=policy, critic=critic, algorithm="mat")
+
+
+SPEC = AlgorithmSpec(
+    name="mat",
+    config_cls=MATConfig,
+    builder=build_mat,
+    on_policy=True,
+    action_spaces=frozenset({"continuous", "discrete"}),
+    description="Multi-Agent Transformer: agents' actions decoded in sequence, trained with PPO.",
+)
