@@ -11,6 +11,7 @@ a builder knows about its group) lives in ``marl.algorithms._groups``.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -451,13 +452,27 @@ class Algorithm(nn.Module):
         """Networks, optimizers and counters (no replay buffers), for checkpoints.
 
         It also records :meth:`layout`, which :meth:`load_state_dict_full` checks.
+        The tensors are copies, not views of the live parameters and optimizer
+        moments (as ``nn.Module.state_dict`` returns): a state kept in memory, a
+        snapshot of a policy pool for instance, stays what it was when taken.
+
+        Examples:
+            >>> from marl.algorithms import Algorithm
+            >>> from marl.testing import MultiAgentFakeEnv
+            >>> algo = Algorithm("ippo").build(MultiAgentFakeEnv(num_envs=2), seed=0)
+            >>> state = algo.state_dict_full()
+            >>> name, value = next(iter(state["modules"].items()))
+            >>> value.data_ptr() != algo.state_dict()[name].data_ptr()
+            True
         """
         self._check_built()
-        return {
-            "layout": self.layout(),
-            "modules": self.state_dict(),
-            "extra": {k: lr.extra_state() for k, lr in self.group_learners()},
-        }
+        return copy.deepcopy(
+            {
+                "layout": self.layout(),
+                "modules": self.state_dict(),
+                "extra": {k: lr.extra_state() for k, lr in self.group_learners()},
+            }
+        )
 
     def load_state_dict_full(self, state: dict[str, Any]) -> None:
         """Restore :meth:`state_dict_full`, after checking that it fits this algorithm.
@@ -470,6 +485,9 @@ class Algorithm(nn.Module):
         """
         self._check_built()
         _check_loadable(state, self.layout(), self.state_dict())
+        # torch optimizers keep the given state tensors when device and dtype match:
+        # copied, two algorithms loaded from one in-memory state never share moments
+        state = copy.deepcopy(state)
         self.load_state_dict(state["modules"])
         learners = dict(self.group_learners())
         for label, extra in state["extra"].items():

@@ -424,6 +424,45 @@ def test_checkpoint_round_trip_of_marl_learners():
         assert torch.equal(a, b), k
 
 
+def test_an_in_memory_state_is_a_snapshot_and_loading_it_links_nothing():
+    """``state_dict_full`` copies the live tensors, and loading copies them again.
+
+    Without the copies, a kept state followed the live parameters (every snapshot of
+    a pool the same policy), and two algorithms loaded from one state shared their
+    Adam moments, since torch optimizers keep state tensors whose device and dtype fit.
+    """
+    algorithm = {"walker": "mappo", "picker": "qmix"}
+    config = {g: small(a) for g, a in algorithm.items()}
+    algo = Algorithm(algorithm, config=config).build(_multi(), seed=0)
+    trainer = Trainer(algo, _multi(), frames_per_batch=40, total_frames=80, seed=0)
+    list(trainer.train())
+    state = algo.state_dict_full()
+    kept = {k: v.clone() for k, v in state["modules"].items()}
+    copies = []
+    for seed in (1, 2):
+        copies.append(Algorithm(algorithm, config=config).build(_multi(), seed=seed))
+        copies[-1].load_state_dict_full(state)
+    trainer.total_frames = 160
+    list(trainer.train())  # the source trains on
+    assert all(torch.equal(kept[k], v) for k, v in state["modules"].items())
+    first, second = copies
+    list(Trainer(first, _multi(), frames_per_batch=40, total_frames=80, seed=3).train())
+    # the second copy is still exactly the state it loaded: nothing of it moved
+    for (k, a), b in zip(second.state_dict().items(), kept.values()):
+        assert torch.equal(a, b), k
+    moments = [lr.optimizer.state_dict()["state"] for _, lr in second.group_learners()]
+    before = [
+        {i: {n: t.clone() for n, t in st.items() if torch.is_tensor(t)} for i, st in m.items()}
+        for m in moments
+    ]
+    list(Trainer(first, _multi(), frames_per_batch=40, total_frames=120, seed=3).train())
+    after = [lr.optimizer.state_dict()["state"] for _, lr in second.group_learners()]
+    for b, a in zip(before, after):
+        for i, st in b.items():
+            for n, t in st.items():
+                assert torch.equal(t, a[i][n]), (i, n)
+
+
 def test_agent_mask_weight_combines_with_priority_weights():
     env = _multi(8, MaskedFakeEnv)
     algo = Algorithm({"walker": "isac", "picker": "iql"}, config={"walker": small("isac")})
