@@ -94,6 +94,12 @@ class League:
         opponent_exploration: opponents act as the learner did when it was snapshotted
             (sampling, epsilon-greedy); ``False``: deterministically.
         outcome: scores a game from the two sides' returns (default: the higher wins).
+        reset_each_batch: every batch starts new games (the collector resets its envs),
+            so each game is played against one opponent from one seat, and scored
+            against that opponent; games still running at the end of a batch are cut
+            (their last moves have no target, and value-based learners mask them out).
+            ``frames_per_batch`` must then hold whole games. ``False``: games continue
+            into the next batch, where the opponent and the seats change.
         seed: seeds torch and the pool's draws.
 
     Raises:
@@ -131,6 +137,7 @@ class League:
         pool_size: int | None = None,
         opponent_exploration: bool = True,
         outcome: Outcome = compare_returns,
+        reset_each_batch: bool = True,
         seed: int | None = None,
     ) -> None:
         for name, value in (
@@ -158,10 +165,14 @@ class League:
         self._policy = _LeaguePolicy(
             algorithm.policy, copy.deepcopy(algorithm.policy), opponent_exploration
         )
-        self.collector = Collector(env, self._policy, frames_per_batch=frames_per_batch)
+        self.collector = Collector(
+            env,
+            self._policy,
+            frames_per_batch=frames_per_batch,
+            reset_at_each_iter=reset_each_batch,
+        )
         self._batches: Iterator[TensorDictBase] | None = None
-        self._snapshot()
-        self._opponent: Snapshot | None = None
+        self._opponent: Snapshot = self._snapshot()
 
     # ------------------------------------------------------------------ training
     @property
@@ -205,8 +216,7 @@ class League:
             self._batches = iter(self.collector)
         while self.frames < self.total_frames:
             side = self.learner_side
-            if self._opponent is None or self._policy.opponent_side != self.sides[1 - side]:
-                self._draw_opponent()
+            self._draw_opponent()  # a new draw for every batch
             ours, theirs = self.sides[side], self.sides[1 - side]
             batch = next(self._batches)
             scores = self._training_scores(batch, ours, theirs)
@@ -228,7 +238,6 @@ class League:
                 self.frames >= self.total_frames and self.snapshots[-1].frames != self.frames
             ):
                 self._snapshot()
-            self._opponent = None  # a new draw for every batch
             logs = {
                 "frames": self.frames,
                 "iteration": self.iteration,

@@ -8,7 +8,9 @@ must be rated above the first (the untrained network) and win >= 90% of 100 game
 against a random player as the first player.
 
 With learning disabled (``--disable-learning``) the test fails: every snapshot is the
-untrained network, so the first and final snapshots tie.
+untrained network, so the first and final snapshots tie (the test asks for a gap of
+more than 200 points; the win rate alone would not do: the untrained network already
+won 90 of the 100 games as first player).
 """
 
 from __future__ import annotations
@@ -73,5 +75,10 @@ def test_league_on_tictactoe_final_snapshot_beats_first_and_random(tmp_path):
         f"final vs random as first player: {wins}/100 wins; frames={frames} wall_s={wall:.1f} cpu_s={cpu:.1f}"
     )
     assert (tmp_path / "elo.json").exists() and (tmp_path / "elo.csv").exists()
-    assert final.rating > first.rating, table
+    # measured: first 619, final 1306, random 708; the final snapshot won 96/100.
+    # With learning disabled every snapshot is the untrained network: first and final
+    # tie (1017), and the untrained network already won 90/100 as first player against
+    # random, so the rating gap is the check that fails there, by a wide margin.
+    assert final.rating > first.rating + 200, table
+    assert final.rating > ratings["random"].rating + 200, table
     assert wins >= 90, (wins, table)
