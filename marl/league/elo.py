@@ -128,7 +128,7 @@ def fit_elo(
         >>> ratings["a"] > 1000 > ratings["b"]
         True
         >>> round(ratings["a"] - ratings["b"])  # fewer than log10(3)*400 = 191: the prior
-        124
+        165
     """
     names: dict[str, None] = dict.fromkeys(players)
     for game in results:

@@ -156,12 +156,19 @@ def merge_actions(td: TensorDictBase, other: TensorDictBase, side: Side) -> Tens
 
 
 def mask_side(batch: TensorDictBase, side: Side) -> TensorDictBase:
-    """Mark ``side``'s agents as not acting in a collected batch (``(group, "mask")``), in place."""
-    key = (side.group, "mask")
-    mask = batch.get(key).clone()
-    index = torch.tensor(side.agents, device=mask.device)
-    mask.index_fill_(batch.batch_dims, index, False)
-    batch.set(key, mask)
+    """Mark ``side``'s agents as not acting in a collected batch, in place.
+
+    Sets ``(group, "mask")`` (and ``("next", group, "mask")``) False for the side's
+    agents: every algorithm's loss leaves masked-out agents out of its terms.
+    """
+    keys = batch.keys(include_nested=True)
+    for key in ((side.group, "mask"), ("next", side.group, "mask")):
+        if key not in keys:
+            continue
+        mask = batch.get(key).clone()
+        index = torch.tensor(side.agents, device=mask.device)
+        mask.index_fill_(batch.batch_dims, index, False)
+        batch.set(key, mask)
     return batch
 
 

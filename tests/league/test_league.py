@@ -65,6 +65,28 @@ def test_tictactoe_league_masks_the_opponent_seat_and_keeps_snapshots_frozen(tmp
     assert (tmp_path / "elo.png").stat().st_size > 0
 
 
+def test_on_policy_league_on_tictactoe_trains_and_masks_the_opponent():
+    pytest.importorskip("pettingzoo")
+    env = make_task("pettingzoo/tictactoe", seed=0)
+    algo = Algorithm("ippo", config={"epochs": 1, "minibatch_size": 50})
+    league = League(algo, env, frames_per_batch=50, total_frames=100, snapshot_interval=50, seed=0)
+    seen = []
+    original = algo.learners["player"].process_batch
+
+    def spy(batch):  # what the learner is given: the opponent seat is masked out
+        seen.append(batch.get(("player", "mask")).clone())
+        return original(batch)
+
+    object.__setattr__(algo.learners["player"], "process_batch", spy)
+    before = {k: v.clone() for k, v in algo.policy.state_dict().items()}
+    history = list(league.train())
+    assert any("train/player/loss_objective" in h for h in history)
+    assert not seen[0][:, 1].any() and seen[0][:, 0].any()  # learner on seat 0
+    assert not seen[1][:, 0].any() and seen[1][:, 1].any()  # then on seat 1
+    after = algo.policy.state_dict()
+    assert any(not torch.equal(after[k], v) for k, v in before.items() if v.is_floating_point())
+
+
 def test_simple_tag_league_trains_each_group_only_on_its_own_side():
     pytest.importorskip("vmas")
     env = make_task("vmas/simple_tag", num_envs=8, seed=0, continuous_actions=False, max_steps=25)
