@@ -64,7 +64,8 @@ def play_games(
 
     Args:
         env: the evaluation env (reset here).
-        first, second: the two players.
+        first: the player of ``sides[0]``.
+        second: the player of ``sides[1]``.
         sides: the two sides.
         games: how many games to score (the first ``games`` that end).
         outcome: scores a game from the two sides' returns.

@@ -283,8 +283,14 @@ class League:
             The ratings (write them with :meth:`LeagueRatings.write`).
 
         Raises:
-            ValueError: for a reference player named like a snapshot or ``"random"``.
+            ValueError: for the training env as ``eval_env``, or a reference player named
+                like a snapshot or ``"random"``.
         """
+        if eval_env is self.env:
+            raise ValueError(
+                "rate() needs a separate eval_env: the training env keeps the state of the "
+                "games being collected"
+            )
         chosen = self.snapshots if snapshots is None else [self.pool_snapshot(n) for n in snapshots]
         players: dict[str, Policy] = {s.name: self.snapshot_policy(s) for s in chosen}
         refs: dict[str, Policy] = {"random": RandomPlayer(eval_env)}

@@ -36,7 +36,9 @@ class Snapshot:
         iteration: the learner's training iteration when it was taken.
         frames: the frames the learner had collected then.
         state: the policy's ``state_dict``, cloned.
-        wins, draws, losses: the learner's results against it in training.
+        wins: training games the learner won against it.
+        draws: training games drawn.
+        losses: training games the learner lost against it.
     """
 
     name: str

@@ -169,6 +169,10 @@ def test_bad_leagues_get_clear_errors():
         League(Algorithm("iql"), env, frames_per_batch=50, total_frames=100, snapshot_interval=0)
     league = League(Algorithm("iql"), env, sides=[Side("player", (1,)), ("player", [0])], **common)
     assert [s.label for s in league.sides] == ["player[1]", "player[0]"]
+    with pytest.raises(ValueError, match="separate eval_env"):
+        league.rate(env)
+    with pytest.raises(ValueError, match="reference player 'random' clashes"):
+        league.rate(make_task("pettingzoo/tictactoe", seed=1), references={"random": None})
     with pytest.raises(KeyError, match="no snapshot 'snapshot_7'"):
         league.snapshot_policy("snapshot_7")
     with pytest.raises(ValueError, match="single agent"):
