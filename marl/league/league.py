@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import warnings
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
@@ -172,6 +173,8 @@ class League:
             reset_at_each_iter=reset_each_batch,
         )
         self._batches: Iterator[TensorDictBase] | None = None
+        self._reset_each_batch = reset_each_batch
+        self._warned = False
         self._opponent: Snapshot = self._snapshot()
 
     # ------------------------------------------------------------------ training
@@ -220,6 +223,16 @@ class League:
             ours, theirs = self.sides[side], self.sides[1 - side]
             batch = next(self._batches)
             scores = self._training_scores(batch, ours, theirs)
+            if not scores and self._reset_each_batch and not self._warned:
+                self._warned = True
+                warnings.warn(
+                    f"no game ended within a batch of {batch.numel()} frames, and every batch "
+                    "starts new games (reset_each_batch=True): the learner is never scored "
+                    "against its opponents (prioritized sampling cannot tell them apart) and "
+                    "never sees a game's end; raise frames_per_batch",
+                    RuntimeWarning,
+                    stacklevel=2,
+                )
             for score in scores:
                 self._opponent.record(score)
             if theirs.agents is not None:  # same group: the opponent's rows leave the losses

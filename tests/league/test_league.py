@@ -141,6 +141,14 @@ def test_simple_tag_league_trains_each_group_only_on_its_own_side():
     assert all(p.games == 3 * 2 * 4 for p in ratings.players)
 
 
+def test_batches_too_short_for_a_whole_game_warn():
+    # a tictactoe game lasts at least 5 moves: 4-frame batches that restart the games
+    # never finish one
+    league = _tictactoe_league(frames_per_batch=4, total_frames=8, snapshot_interval=4)
+    with pytest.warns(RuntimeWarning, match="no game ended within a batch of 4 frames"):
+        list(league.train())
+
+
 def test_bad_leagues_get_clear_errors():
     pytest.importorskip("pettingzoo")
     env = make_task("pettingzoo/tictactoe", seed=0)
