@@ -17,6 +17,7 @@ ORDER = [
     "collectors",
     "algorithms",
     "export",
+    "league",
     "report",
     "experiment",
     "bench",

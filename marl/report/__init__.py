@@ -11,6 +11,8 @@
   runs against them (``marl-report --check``).
 - :mod:`marl.report.baselines`: ``baselines.json``, the random and no-op
   policy's scores that ``marl-bench`` writes next to a suite's runs.
+- :mod:`marl.report.league`: ``elo.json``, a league's Elo ratings (``marl.league``
+  writes them), ranked in a section of the report.
 - :mod:`marl.report.plan`: ``plan.json``, the runs a benchmark meant to make (so a
   report names exactly the missing ones).
 - :mod:`marl.report.cli`: the ``marl-report`` command (``python -m marl.report``).
@@ -26,6 +28,7 @@ from marl.report.baselines import (
     write_baselines,
 )
 from marl.report.compare import Comparison, compare_results, render_comparison
+from marl.report.league import ELO_FILENAME, LeagueTable, find_leagues, load_league
 from marl.report.markdown import render_markdown
 from marl.report.plan import PLAN_FILENAME, load_plan, write_plan
 from marl.report.references import (
@@ -52,12 +55,14 @@ from marl.report.results import (
 
 __all__ = [
     "BASELINES_FILENAME",
+    "ELO_FILENAME",
     "PLAN_FILENAME",
     "REFERENCES_FILENAME",
     "RESULTS_FILENAME",
     "BaselineEntry",
     "Comparison",
     "Evaluation",
+    "LeagueTable",
     "Reference",
     "ReferenceCheck",
     "ReferenceFormatError",
@@ -70,8 +75,10 @@ __all__ = [
     "build_report",
     "check_references",
     "compare_results",
+    "find_leagues",
     "find_results_files",
     "load_baselines",
+    "load_league",
     "load_plan",
     "load_references",
     "load_results",

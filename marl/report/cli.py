@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.report.baselines import BASELINES_FILENAME, BaselineEntry, load_baselines, write_baselines
+from marl.report.league import find_leagues, render_league_report
 from marl.report.plan import PLAN_FILENAME, load_plan, write_plan
 from marl.report.references import (
     REFERENCES_FILENAME,
@@ -221,7 +222,21 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
         require_matplotlib()  # fail before the bootstrap work, not after it
     first = Path(args.folders[0])
     out = Path(args.out) if args.out else (first.parent if first.is_file() else first) / "report"
-    table, paths = load_folders(args.folders)
+    leagues = find_leagues([f for f in args.folders if Path(f).exists()])
+    try:
+        table, paths = load_folders(args.folders)
+    except FileNotFoundError:
+        if not leagues or not all(Path(f).exists() for f in args.folders):
+            raise
+        # league runs (marl.league) only: a report of their Elo rankings
+        if args.check:
+            raise ValueError(
+                "--check compares results.json runs with references: none found"
+            ) from None
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "report.md").write_text(render_league_report(leagues, command))
+        players = sum(len(t.players) for t in leagues)
+        return f"wrote {out / 'report.md'}: {len(leagues)} leagues, {players} rated players", None
     references, baselines, planned = load_side_files(args.folders, args.references)
     if args.check and not references:
         raise ValueError(
@@ -235,7 +250,7 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
         from marl.report.plots import write_figures
 
         figures = write_figures(rep, out)
-    (out / "report.md").write_text(render_markdown(rep, figures, command))
+    (out / "report.md").write_text(render_markdown(rep, figures, command, leagues))
     table.write(out / MERGED_FILENAME)
     # the report folder carries what it was made with, so it can be re-read on its own
     if references:

@@ -6,6 +6,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from marl.report.baselines import POLICIES
+from marl.report.league import LeagueTable, league_section
 from marl.report.report import Report
 
 __all__ = ["render_markdown", "table"]
@@ -309,7 +310,10 @@ def _curves_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
 
 
 def render_markdown(
-    rep: Report, figures: Mapping[str, str | Path] | None = None, command: str | None = None
+    rep: Report,
+    figures: Mapping[str, str | Path] | None = None,
+    command: str | None = None,
+    leagues: Sequence[LeagueTable] = (),
 ) -> str:
     """The report as markdown.
 
@@ -319,6 +323,7 @@ def render_markdown(
             ``"aggregate"``, ``"profile"``, ``"improvement"`` and
             ``"curve:<env/task>"``); figures not given are left out.
         command: the command line that made the report, to quote.
+        leagues: league ratings (``elo.json``) to rank in a section of their own.
 
     Returns:
         The markdown text.
@@ -342,5 +347,6 @@ def render_markdown(
     lines += _aggregate_section(rep, figures)
     lines += _improvement_section(rep, figures)
     lines += _curves_section(rep, figures)
+    lines += league_section(leagues)
     lines += ["## Sources", ""] + [f"- `{_display(s)}`" for s in rep.sources] + [""]
     return "\n".join(lines)
