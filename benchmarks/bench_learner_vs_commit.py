@@ -31,6 +31,8 @@ only the public API both commits share (``Algorithm``, ``Collector``, ``Trainer`
   128 steps per rollout, 512 envs, 2 torch threads; env-steps/s over the batches after
   the first (from the trainer's collect and update times) and over the whole run
   (``--frames`` rounded up to whole batches, at least 2).
+- ``ippo_spread_async``: the same with ``experiment.collector=async``'s collector (one
+  worker process collects the next batch during the update; one thread per process).
 
 With ``--compile``, each round also runs this checkout with compiled updates
 (``Algorithm.build(env, compile=True)``), the side ``compiled``: its figures are
@@ -68,7 +70,7 @@ from pathlib import Path
 
 CASES = (
     "update256", "update64", "e2e256", "e2e64", "masac", "qmix", "per", "collect64",
-    "collect1024", "ippo_spread",
+    "collect1024", "ippo_spread", "ippo_spread_async",
 )  # fmt: skip
 NUM_ENVS, STEPS = 60, 100
 
@@ -284,14 +286,18 @@ def child_e2e(cells: int | None, frames: int, compile: bool = False) -> dict:
     }
 
 
-def child_ippo_spread(frames: int, compile: bool = False) -> dict:
-    """Env-steps/s of IPPO on simple_spread with JaxMARL's settings, first batch excluded."""
+def child_ippo_spread(frames: int, compile: bool = False, collect_async: bool = False) -> dict:
+    """Env-steps/s of IPPO on simple_spread with JaxMARL's settings, first batch excluded.
+
+    With ``collect_async``, one worker process collects the next batch while the
+    learner updates (``experiment.collector=async``), each process on one thread.
+    """
     import torch
 
     from marl.algorithms import Algorithm, Trainer
     from marl.envs import make_task
 
-    torch.set_num_threads(2)
+    torch.set_num_threads(1 if collect_async else 2)
     envs, steps = 512, 128
     per_batch = envs * steps
     batches = max(2, -(-frames // per_batch))
@@ -310,10 +316,31 @@ def child_ippo_spread(frames: int, compile: bool = False) -> dict:
     env = make_task("vmas/simple_spread", num_envs=envs, seed=0, continuous_actions=False)
     torch.manual_seed(0)
     algo = _build(Algorithm("ippo", config=config), env, compile)
-    trainer = Trainer(algo, env, frames_per_batch=per_batch, total_frames=batches * per_batch)
+    collector = None
+    if collect_async:
+        from marl.collectors import MultiAsyncCollector
+
+        collector = MultiAsyncCollector(
+            lambda: make_task(
+                "vmas/simple_spread", num_envs=envs, seed=0, continuous_actions=False
+            ),
+            algo.policy,
+            num_workers=1,
+            frames_per_batch=per_batch,
+            seed=0,
+        )
+    trainer = Trainer(
+        algo,
+        env,
+        frames_per_batch=per_batch,
+        total_frames=batches * per_batch,
+        **({"collector": collector} if collector is not None else {}),
+    )
     start = _clock()
     history = list(trainer.train())  # (2ae8056's train() returns a list at the end)
     wall, cpu = _since(start)
+    if collector is not None:
+        collector.shutdown()
     rest = history[1:]
     collect = sum(h["time/collect"] for h in rest)
     update = sum(h["time/update"] for h in rest)
@@ -433,8 +460,8 @@ def child(case: str, repeats: int, frames: int, bare: bool, compile: bool = Fals
         return child_update(256 if case == "update256" else None, repeats, bare, compile)
     if case in ("e2e256", "e2e64"):
         return child_e2e(256 if case == "e2e256" else None, frames, compile)
-    if case == "ippo_spread":
-        return child_ippo_spread(frames, compile)
+    if case in ("ippo_spread", "ippo_spread_async"):
+        return child_ippo_spread(frames, compile, collect_async=case == "ippo_spread_async")
     if case == "per":
         return child_per(repeats)
     return child_off_policy(case, repeats, compile)

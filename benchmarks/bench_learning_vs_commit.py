@@ -232,7 +232,7 @@ def main() -> None:
         out["marl"] = str(Path(marl.__file__).resolve().parents[1])
         print(json.dumps(out))
         return
-    if (args.base is None) == args.compare_async:
+    if (args.base is not None) == args.compare_async:
         parser.error("give exactly one of --base (another checkout) and --async")
     if args.seeds < 2:
         parser.error("--seeds must be >= 2: seeds are the unit of noise")
