@@ -275,8 +275,9 @@ def meltingpot_env(
             constructor name, a dict or a ``GroupMap``.
         return_state: add the global ``"state"`` (``WORLD.RGB``).
         seed: optional seed, Melting Pot's ``env_seed`` for the Lua world.
-            Melting Pot does not replay an episode from it exactly (where the
-            avatars spawn changes between two builds with the same seed).
+            Melting Pot does not replay an episode from it exactly: its Lua
+            hands the seeded spawn points to the avatars in ``pairs()`` order,
+            which changes between builds (``docs/basic/tasks/meltingpot.md``).
         categorical_actions: actions as indices (True) or one-hot (False).
         device: device of the tensors.
         render_mode: ``"rgb_array"`` to make ``env.render()`` return ``WORLD.RGB``.
