@@ -31,7 +31,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from marl.experiment.checkpoint import CheckpointManager, rng_state, set_rng_state
+from marl.experiment.checkpoint import (
+    CheckpointManager,
+    fault_point,
+    rng_state,
+    set_rng_state,
+)
 from marl.experiment.config import ModelConfig
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
 from marl.experiment.loggers import make_loggers
@@ -56,7 +61,12 @@ CHANGEABLE_ON_RESUME = (
 
 @dataclass
 class LeagueConfig:
-    """How ``marl-league`` trains, checkpoints and rates a league (the ``league`` node)."""
+    """How ``marl-league`` trains, checkpoints and rates a league (the ``league`` node).
+
+    Examples:
+        >>> LeagueConfig().strategy, LeagueConfig(total_frames=4000).total_frames
+        ('uniform', 4000)
+    """
 
     frames_per_batch: int = 500
     """Frames per batch; each batch: one side for the learner, one opponent."""
@@ -101,6 +111,15 @@ def load_league_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
         FileNotFoundError: naming the path.
         ValueError: when the file is not a league run's checkpoint (a ``marl-run``
             checkpoint, for instance).
+
+    Examples:
+        >>> import tempfile
+        >>> path = Path(tempfile.mkdtemp()) / "latest.pt"
+        >>> torch.save({"trainer": {}}, path)
+        >>> load_league_checkpoint(path)
+        Traceback (most recent call last):
+        ...
+        ValueError: ... is not a marl-league checkpoint (expected a dict with 'league' and 'config', got ['trainer']) (a marl-run checkpoint: resume it with marl-run)
     """
     path = Path(path)
     if not path.is_file():
@@ -193,8 +212,25 @@ def run_league(
 
     Raises:
         ValueError: for a checkpoint that is not a league's, or overrides that contradict
-            it; FileExistsError: for a new run into a folder that holds a run.
+            it, before anything is written.
+        FileExistsError: for a new run into a folder that holds a run.
         RunInterrupted: after SIGINT or SIGTERM (a checkpoint was saved first).
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp()) / "league"
+        >>> config = {
+        ...     "task": "pettingzoo/tictactoe",
+        ...     "seed": 0,
+        ...     "algorithm": {"name": "iql", "learning_starts": 50, "batch_size": 32},
+        ...     "league": {"frames_per_batch": 50, "total_frames": 100,
+        ...                "snapshot_interval": 50, "rating_games": 1, "progress": False},
+        ... }
+        >>> summary = run_league(config, folder)
+        >>> summary["snapshots"]
+        ['snapshot_0', 'snapshot_50', 'snapshot_100']
+        >>> sorted(p.name for p in folder.iterdir())
+        ['checkpoints', 'config.yaml', 'elo.csv', 'elo.json', 'elo.png', 'scalars.csv', 'status.json']
     """
     import yaml
 
@@ -271,7 +307,9 @@ def run_league(
             "loggers": {k: lg.state_dict() for k, lg in loggers.items()},
             "config": description,
         }
-        return checkpoints.save(checkpoint, league.frames)
+        path = checkpoints.save(checkpoint, league.frames)
+        status("running")  # the frames a resume would start from
+        return path
 
     if state is not None:
         league.load_state_dict(state["league"])
@@ -293,6 +331,7 @@ def run_league(
                 }
                 for logger in loggers.values():
                     logger.log_scalars(scalars, league.frames)
+                fault_point("iteration", league.frames)  # tests: killed before a checkpoint
                 if lc["progress"]:
                     log.info(
                         "%d/%d frames: %s vs %s, score %s",

@@ -16,6 +16,11 @@ Snapshots (the policy's ``state_dict``, cloned) join the pool at the start and
 every ``snapshot_interval`` frames, and at the end. :meth:`League.rate` then plays
 every pair of snapshots and reference players (a random player at least) on both
 sides and fits Elo ratings to all games (:mod:`marl.league.elo`).
+
+:meth:`League.state_dict` and :meth:`League.load_state_dict` checkpoint a league (the
+learner, every snapshot and its record, the pool's draws, the counters and RNG), so a
+killed league continues where it stopped; ``marl-league``
+(:mod:`marl.experiment.league_run`) runs one into a run folder with checkpoints.
 """
 
 from __future__ import annotations

@@ -1,10 +1,13 @@
 """``marl-league`` end to end: a tiny tictactoe league writes its run folder, resumes from
 it (in a subprocess, as a user would run it), and ``marl-report`` ranks its snapshots;
-a resume that contradicts the checkpoint is refused (in process)."""
+a resume that contradicts the checkpoint is refused (in process); a league killed between
+two checkpoints and resumed ends exactly as one that was never stopped."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -33,17 +36,17 @@ TINY = [
 ]
 
 
-def marl_league(*args: str, cwd) -> subprocess.CompletedProcess:
+def marl_league(*args: str, cwd, returncode: int = 0, **env: str) -> subprocess.CompletedProcess:
     proc = subprocess.run(
         [sys.executable, "-m", "marl.experiment.league_cli", *args],
         capture_output=True,
         text=True,
         cwd=cwd,
         timeout=300,
-        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+        env={**os.environ, "OMP_NUM_THREADS": "1", **env},
     )
-    if proc.returncode != 0:
-        raise AssertionError(f"marl-league failed ({proc.returncode}):\n{proc.stderr[-3000:]}")
+    if proc.returncode != returncode:
+        raise AssertionError(f"marl-league returned {proc.returncode}:\n{proc.stderr[-3000:]}")
     return proc
 
 
@@ -99,3 +102,33 @@ def test_marl_league_writes_a_run_folder_and_resumes_it(tmp_path):
     fresh = {**saved, "league": {k: v for k, v in saved["league"].items()}}
     with pytest.raises(FileExistsError, match="marl-league --resume"):
         run_league(fresh, folder)
+
+
+def test_a_killed_league_resumes_and_ends_as_one_never_stopped(tmp_path):
+    whole, killed = tmp_path / "whole", tmp_path / "killed"
+    marl_league(*TINY, f"hydra.run.dir={whole}", "league.progress=false", cwd=tmp_path)
+    # SIGKILL after the scalars of 700 frames, before any checkpoint after 500's
+    marl_league(
+        *TINY,
+        f"hydra.run.dir={killed}",
+        "league.progress=false",
+        cwd=tmp_path,
+        returncode=-signal.SIGKILL,
+        MARL_TEST_FAULT="iteration@700",
+    )
+    status = json.loads((killed / "status.json").read_text())
+    assert (status["status"], status["frames"]) == ("running", 500)  # what a kill leaves
+    assert max(f for f, _ in read_scalars(killed / "scalars.csv")["pool_size"]) == 700
+    assert not (killed / "elo.json").exists()
+    marl_league("--resume", str(killed), cwd=tmp_path)
+    # the rows of 600 and 700 were dropped and logged again, with the same values
+    assert (killed / "scalars.csv").read_text() == (whole / "scalars.csv").read_text()
+    a = torch.load(whole / "checkpoints" / "latest.pt", weights_only=False)["league"]
+    b = torch.load(killed / "checkpoints" / "latest.pt", weights_only=False)["league"]
+    assert a["history"] == b["history"] and a["frames"] == b["frames"] == 1000
+    for k, v in a["algorithm"]["modules"].items():
+        assert torch.equal(v, b["algorithm"]["modules"][k]), k
+    records = [{k: v for k, v in s.items() if k != "state"} for s in a["pool"]["snapshots"]]
+    assert records == [{k: v for k, v in s.items() if k != "state"} for s in b["pool"]["snapshots"]]
+    elo = [json.loads((f / "elo.json").read_text())["players"] for f in (whole, killed)]
+    assert elo[0] == elo[1]
