@@ -21,6 +21,7 @@ from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_chec
 from marl.experiment.config import ExperimentConfig, ModelConfig
 from marl.experiment.curves import plot_curves
 from marl.experiment.experiment import Experiment, evaluation_num_envs
+from marl.experiment.league_run import LeagueConfig, run_league
 from marl.experiment.lifecycle import RunInterrupted
 from marl.experiment.loggers import (
     CSVLogger,
@@ -38,6 +39,7 @@ __all__ = [
     "CheckpointManager",
     "Experiment",
     "ExperimentConfig",
+    "LeagueConfig",
     "Logger",
     "ModelConfig",
     "ProgressCallback",
@@ -51,4 +53,5 @@ __all__ = [
     "make_loggers",
     "plot_curves",
     "read_scalars",
+    "run_league",
 ]

@@ -322,7 +322,7 @@ def _value(arg: str) -> Any:
     return OverridesParser.create().parse_override(arg).value()
 
 
-def _refuse_a_folder_with_a_run(args: list[str]) -> None:
+def _refuse_a_folder_with_a_run(args: list[str], program: str = "marl-run") -> None:
     """A new run into ``hydra.run.dir=<a folder that holds a run>`` is refused here,
     before hydra rewrites that run's ``.hydra/``."""
     from marl.experiment.lifecycle import held_run
@@ -334,15 +334,17 @@ def _refuse_a_folder_with_a_run(args: list[str]) -> None:
     held = held_run(folder)
     if held is not None:
         raise ValueError(
-            f"{folder} already holds {held}. Continue it with marl-run --resume {folder}, "
+            f"{folder} already holds {held}. Continue it with {program} --resume {folder}, "
             "or choose another hydra.run.dir."
         )
 
 
-def _prepare_resume(args: list[str]) -> list[str]:
+def _prepare_resume(
+    args: list[str], restore_key: str = "experiment.restore_file", program: str = "marl-run"
+) -> list[str]:
     """Turn ``--resume <folder>`` and ``experiment.restore_file=<checkpoint>`` into overrides
     that run in the checkpoint's own run folder (and refuse a new run into a folder that
-    holds one).
+    holds one). ``marl-league`` passes its own ``restore_key`` (``league.restore_file``).
 
     Raises:
         ValueError, FileNotFoundError: with what is wrong, before hydra starts.
@@ -361,20 +363,20 @@ def _prepare_resume(args: list[str]) -> list[str]:
             resume = arg.split("=", 1)[1]
         else:
             out.append(arg)
-    restore = [a for a in out if _key(a) == "experiment.restore_file"]
+    restore = [a for a in out if _key(a) == restore_key]
     if resume is not None and restore:
-        raise ValueError("give --resume or experiment.restore_file, not both")
+        raise ValueError(f"give --resume or {restore_key}, not both")
     if resume is not None:
         checkpoint = checkpoint_path(resume)
     elif restore and _value(restore[-1]) not in (None, ""):
         checkpoint = checkpoint_path(str(_value(restore[-1])))
         out = [a for a in out if a not in restore]
     else:
-        _refuse_a_folder_with_a_run(out)
+        _refuse_a_folder_with_a_run(out, program)
         return out
     if any(a in ("-m", "--multirun") for a in out):
         raise ValueError("resume one run at a time (without -m/--multirun)")
-    out.append(_override("experiment.restore_file", checkpoint))
+    out.append(_override(restore_key, checkpoint))
     keys = {_key(a) for a in out}
     if "hydra.run.dir" not in keys:
         folder = run_folder_of(checkpoint)

@@ -1,7 +1,8 @@
 """Self-play leagues: train against a pool of past selves, rate every snapshot by Elo.
 
 - :class:`League` trains an :class:`~marl.algorithms.Algorithm` on a two-sided game
-  against snapshots of itself and rates the snapshots (:meth:`League.rate`);
+  against snapshots of itself and rates the snapshots (:meth:`League.rate`); its
+  ``state_dict`` checkpoints it (``marl-league`` runs one from the command line);
 - :class:`OpponentPool` holds the snapshots and draws opponents (``"latest"``,
   ``"uniform"``, ``"prioritized"``);
 - :func:`elo_update` and :func:`fit_elo` compute Elo ratings;

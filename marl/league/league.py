@@ -16,6 +16,11 @@ Snapshots (the policy's ``state_dict``, cloned) join the pool at the start and
 every ``snapshot_interval`` frames, and at the end. :meth:`League.rate` then plays
 every pair of snapshots and reference players (a random player at least) on both
 sides and fits Elo ratings to all games (:mod:`marl.league.elo`).
+
+:meth:`League.state_dict` and :meth:`League.load_state_dict` checkpoint a league (the
+learner, every snapshot and its record, the pool's draws, the counters and RNG), so a
+killed league continues where it stopped; ``marl-league``
+(:mod:`marl.experiment.league_run`) runs one into a run folder with checkpoints.
 """
 
 from __future__ import annotations
@@ -36,11 +41,13 @@ from marl.collectors import Collector
 from marl.envs.common import EnvBase
 from marl.league.elo import GameResult
 from marl.league.games import Outcome, Policy, RandomPlayer, compare_returns, play_games
-from marl.league.pool import OpponentPool, Snapshot
+from marl.league.pool import OpponentPool, Snapshot, snapshot_from_state, snapshot_state
 from marl.league.ratings import LeagueRatings, rate_results
 from marl.league.sides import Side, SideSpec, mask_side, merge_actions, resolve_sides, side_values
 
 __all__ = ["League"]
+
+_STATE_VERSION = 1  # the layout of League.state_dict()
 
 
 class _LeaguePolicy(nn.Module):
@@ -262,6 +269,107 @@ class League:
             }
             self.history.append(logs)
             yield logs
+
+    # ------------------------------------------------------------------ checkpoints
+    def state_dict(self, include_buffers: bool = False) -> dict[str, Any]:
+        """Everything a killed league needs to continue: learner, pool, counters, RNG.
+
+        As :meth:`Trainer.state_dict <marl.algorithms.Trainer.state_dict>` does for a
+        run: the learner's networks, optimizers and counters
+        (:meth:`~marl.algorithms.Algorithm.state_dict_full`), the frame and batch
+        counters (which fix the learner's next side), every snapshot taken (weights,
+        name, frames, training record; also those the pool dropped), the pool's
+        generator, the collector's counters and torch's RNG state. Every tensor is a
+        copy: training on leaves the state as it was.
+
+        Games still running when the state is taken are not in it: with
+        ``reset_each_batch=False`` a restored league starts new games.
+
+        Args:
+            include_buffers: also save the off-policy learners' replay buffers (can be
+                large; without them a restored learner refills its buffer first).
+
+        Returns:
+            A dict for ``torch.save``; :meth:`load_state_dict` restores it.
+
+        Examples:
+            >>> from marl.algorithms import Algorithm
+            >>> from marl.envs.tasks import make_task
+            >>> def build():
+            ...     env = make_task("pettingzoo/tictactoe", seed=0)
+            ...     algo = Algorithm("iql", config={"learning_starts": 50, "batch_size": 32})
+            ...     return League(algo, env, frames_per_batch=50, total_frames=100,
+            ...                   snapshot_interval=50, seed=0)
+            >>> league = build()
+            >>> logs = list(league.train())
+            >>> resumed = build()
+            >>> resumed.load_state_dict(league.state_dict())
+            >>> resumed.frames, [s.name for s in resumed.pool]
+            (100, ['snapshot_0', 'snapshot_50', 'snapshot_100'])
+        """
+        in_pool = {s.name for s in self.pool}
+        collector = self.collector.state_dict()
+        collector.pop("policy", None)  # the learner is in "algorithm"; opponents are redrawn
+        state: dict[str, Any] = {
+            "league": _STATE_VERSION,
+            "sides": [s.label for s in self.sides],
+            "algorithm": self.algorithm.state_dict_full(),
+            "frames": self.frames,
+            "iteration": self.iteration,
+            "warned": self._warned,
+            "opponent": self._opponent.name,
+            "pool": self.pool.state_dict(),
+            "dropped": [snapshot_state(s) for s in self.snapshots if s.name not in in_pool],
+            "history": copy.deepcopy(self.history),
+            "collector": copy.deepcopy(collector),
+            "torch_rng": torch.get_rng_state(),
+        }
+        if include_buffers:
+            state["buffers"] = copy.deepcopy(self.algorithm.buffers_state_dict())
+        return state
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict` into a league built like the one that saved it.
+
+        The league's own arguments stay (``total_frames`` may grow, ``strategy`` and
+        ``pool_size`` change); what was learned and counted comes from ``state``.
+
+        Raises:
+            ValueError: before anything is loaded, for a state that is not a league's,
+                or one of a league with other sides, another algorithm, other groups or
+                other network shapes; the message says what the state holds and what
+                this league is.
+        """
+        if not isinstance(state, Mapping) or "league" not in state:
+            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(f"expected a League.state_dict() (with a 'league' key), got {got}")
+        sides = [s.label for s in self.sides]
+        if list(state["sides"]) != sides:
+            raise ValueError(
+                f"this checkpoint is of a league with sides {list(state['sides'])}, but this "
+                f"league has sides {sides}: a league checkpoint only loads into a league of "
+                "the same sides, in the same order"
+            )
+        try:  # checks the layout and the networks' shapes before loading anything
+            self.algorithm.load_state_dict_full(state["algorithm"])
+        except ValueError as err:
+            raise ValueError(f"cannot load this league checkpoint: {err}") from err
+        if "buffers" in state:
+            self.algorithm.load_buffers_state_dict(copy.deepcopy(state["buffers"]))
+        self.pool.load_state_dict(state["pool"])
+        pooled = {s.name: s for s in self.pool}  # the pool's and the league's are one object
+        dropped = [snapshot_from_state(s) for s in state["dropped"]]
+        dropped += [
+            snapshot_from_state(s) for s in state["pool"]["snapshots"] if s["name"] not in pooled
+        ]  # dropped now, by a smaller pool_size
+        self.snapshots = sorted([*dropped, *pooled.values()], key=lambda s: s.frames)
+        self.frames = int(state["frames"])
+        self.iteration = int(state["iteration"])
+        self._warned = bool(state["warned"])
+        self._opponent = self.pool_snapshot(state["opponent"])
+        self.history = copy.deepcopy(list(state["history"]))
+        self.collector.load_state_dict(copy.deepcopy(state["collector"]))
+        torch.set_rng_state(state["torch_rng"])
 
     # ------------------------------------------------------------------ rating
     def snapshot_policy(self, snapshot: Snapshot | str) -> Policy:

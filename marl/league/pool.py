@@ -17,7 +17,7 @@ strategy:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 import torch
@@ -151,10 +151,7 @@ class OpponentPool:
         name = f"snapshot_{frames}" if name is None else name
         if any(s.name == name for s in self._snapshots):
             raise ValueError(f"the pool already has a snapshot named {name!r}")
-        frozen = {
-            k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()
-        }
-        snap = Snapshot(name=name, iteration=iteration, frames=frames, state=frozen)
+        snap = Snapshot(name=name, iteration=iteration, frames=frames, state=_cloned(state))
         self._snapshots.append(snap)
         if self.max_size is not None and len(self._snapshots) > self.max_size:
             self._snapshots.pop(0)
@@ -175,6 +172,46 @@ class OpponentPool:
             w = (1.0 - rates).pow(self.power).clamp_min(self.min_weight)
         return w / w.sum()
 
+    def state_dict(self) -> dict[str, Any]:
+        """The snapshots (weights, names, frames, records) and the generator's state, copied.
+
+        The strategy, ``max_size``, ``power`` and ``min_weight`` are the pool's
+        construction arguments and are not saved: a resumed league may change them.
+
+        Examples:
+            >>> import torch
+            >>> pool = OpponentPool("uniform", seed=0)
+            >>> _ = pool.add(torch.nn.Linear(2, 1).state_dict(), iteration=0, frames=0)
+            >>> pool.sample().record(1.0)
+            >>> copy = OpponentPool("uniform")
+            >>> copy.load_state_dict(pool.state_dict())
+            >>> [(s.name, s.wins) for s in copy]
+            [('snapshot_0', 1)]
+        """
+        return {
+            "snapshots": [snapshot_state(s) for s in self._snapshots],
+            "generator": self._generator.get_state(),
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Replace the pool's snapshots and generator state with :meth:`state_dict`'s.
+
+        When the saved pool holds more than ``max_size`` snapshots, the oldest are dropped.
+
+        Raises:
+            ValueError: for a state that is not an :meth:`state_dict` of a pool.
+        """
+        if not isinstance(state, Mapping) or not {"snapshots", "generator"} <= set(state):
+            got = sorted(state) if isinstance(state, Mapping) else type(state).__name__
+            raise ValueError(
+                f"expected an OpponentPool.state_dict() (keys 'snapshots', 'generator'), got {got}"
+            )
+        snapshots = [snapshot_from_state(s) for s in state["snapshots"]]
+        if self.max_size is not None:
+            snapshots = snapshots[-self.max_size :]
+        self._snapshots = snapshots
+        self._generator.set_state(state["generator"].clone())
+
     def sample(self) -> Snapshot:
         """Draw the next opponent by the pool's strategy.
 
@@ -185,3 +222,17 @@ class OpponentPool:
             raise RuntimeError("the opponent pool is empty: add a snapshot first")
         i = int(torch.multinomial(self.weights(), 1, generator=self._generator))
         return self._snapshots[i]
+
+
+def _cloned(state: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: v.detach().clone() if isinstance(v, torch.Tensor) else v for k, v in state.items()}
+
+
+def snapshot_state(snap: Snapshot) -> dict[str, Any]:
+    """A snapshot as plain data (its tensors cloned), for checkpoints."""
+    return {**{f.name: getattr(snap, f.name) for f in fields(snap)}, "state": _cloned(snap.state)}
+
+
+def snapshot_from_state(state: Mapping[str, Any]) -> Snapshot:
+    """The :class:`Snapshot` that :func:`snapshot_state` saved (its tensors cloned)."""
+    return Snapshot(**{**state, "state": _cloned(state["state"])})
