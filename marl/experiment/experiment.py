@@ -306,7 +306,13 @@ class Experiment:
             overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         config = spec.make_config(overrides)
         fields = {f.name for f in dataclasses.fields(config) if f.init}
-        changes = self.model.algorithm_overrides(fields)
+        try:
+            changes = self.model.algorithm_overrides(fields)
+        except ValueError as err:  # e.g. model=large on mat, which has no MLP to size
+            raise ValueError(
+                f"{err}: algorithm {name!r} does not take these model settings; "
+                f"its fields are {sorted(fields)}"
+            ) from None
         if "buffer_device" in fields:
             changes["buffer_device"] = self.config.buffer_device
         return dataclasses.replace(config, **changes) if changes else config

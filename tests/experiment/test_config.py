@@ -68,11 +68,21 @@ def test_model_maps_onto_each_algorithm():
     for name in list_algorithms():
         config = get_algorithm(name).config_cls()
         fields = {f.name for f in dataclasses.fields(config) if f.init}
+        if not {"actor_cells", "cells"} & fields:
+            # no MLP to size (mat: a transformer, sized by embed_dim and n_blocks): refused
+            with pytest.raises(ValueError, match=r"has no field\(s\) \['activation', 'cells'\]"):
+                model.algorithm_overrides(fields)
+            continue
         changes = model.algorithm_overrides(fields)
         assert changes["activation"] == "relu"
         assert changes.get("actor_cells", changes.get("cells")) == (32, 32)
         if "critic_cells" in fields:
             assert changes["critic_cells"] == (16,)
+
+
+def test_model_settings_an_algorithm_cannot_take_are_refused_with_its_name():
+    with pytest.raises(ValueError, match=r"algorithm 'mat' does not take these model settings"):
+        Experiment(fake_task, "mat", model={"actor_cells": [8]}, task_name="fake/multiagent")
 
 
 def test_model_and_algorithm_config_reach_the_networks():
