@@ -7,15 +7,34 @@ nothing, and on a busy 2-core machine it stalls for milliseconds per op
 ``pytest --disable-learning tests/algorithms/test_learning_marl.py`` turns every
 optimizer step into a no-op: each learning test must then fail (a learning test
 that still passes without learning proves nothing).
+
+The suite runs on several processes (pytest-xdist, ``-n auto`` in pyproject.toml):
+one per CPU core, at most :data:`MAX_WORKERS`. ``pytest -n 0`` runs it in one.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import inspect
+import os
 
 import pytest
 import torch
+
+
+# Each worker imports torch and the env packages (about 1 GB each) and the learning tests
+# run one torch thread each: beyond a few workers a big machine gains little and a small
+# one runs out of memory.
+MAX_WORKERS = 4
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """``-n auto``: one worker per CPU this process may use, at most ``MAX_WORKERS``."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, MAX_WORKERS))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -56,6 +56,16 @@ def _tasks() -> str:
     return text
 
 
+def _group_options(group: str) -> str:
+    """The options of config group ``group`` (for help texts that list only their own groups)."""
+    from hydra.core.global_hydra import GlobalHydra
+
+    hydra = GlobalHydra.instance()
+    if not hydra.is_initialized():
+        return "(run marl-run --help)"
+    return ", ".join(sorted(hydra.config_loader().get_group_options(group)))
+
+
 def _algorithm_folder_name(node: Any) -> str:
     """``mappo``, or ``adversary-mappo_agent-iql`` when ``algorithm.groups`` is set."""
     from marl.experiment.config import algorithm_label
@@ -73,6 +83,7 @@ def _register_resolvers() -> None:
         ("marl_slug", _slug),
         ("marl_tasks", _tasks),
         ("marl_algorithm", _algorithm_folder_name),
+        ("marl_group_options", _group_options),
     ):
         if not OmegaConf.has_resolver(name):
             OmegaConf.register_new_resolver(name, fn)

@@ -132,3 +132,20 @@ def test_a_killed_league_resumes_and_ends_as_one_never_stopped(tmp_path):
     assert records == [{k: v for k, v in s.items() if k != "state"} for s in b["pool"]["snapshots"]]
     elo = [json.loads((f / "elo.json").read_text())["players"] for f in (whole, killed)]
     assert elo[0] == elo[1]
+
+
+def test_help_lists_only_the_groups_a_league_reads():
+    """marl-run's config folder also holds ``experiment``, which a league does not read
+    (``marl-league experiment=debug`` is refused): its help must not offer it."""
+    from hydra import compose, initialize_config_dir
+
+    from marl.experiment.cli import CONF_DIR
+    from marl.experiment.league_cli import _prepare
+
+    _prepare()
+    with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
+        template = compose("league", return_hydra_config=True).hydra.help.template
+    groups = template.split("== Configuration groups ==")[1].split("== Config ==")[0]
+    assert "algorithm: a2c, ddpg" in groups and "iql" in groups
+    assert "model: default, large" in groups
+    assert "experiment" not in groups
