@@ -71,6 +71,22 @@ def test_categorical_mask_respected_by_rand_and_is_in():
     assert spec.rand(mask=override).tolist() == [1, 1]
 
 
+def test_masked_rand_draws_what_torch_multinomial_draws():
+    """Masked sampling keeps torch.multinomial's draws: seeded runs are unchanged."""
+    mask = torch.rand(5, 3, 7, generator=torch.Generator().manual_seed(0)) > 0.5
+    mask[..., 2] = True
+    spec = Categorical(7, (5, 3), mask=mask)
+    ours, theirs = torch.Generator().manual_seed(1), torch.Generator().manual_seed(1)
+    for _ in range(50):
+        expected = torch.multinomial(mask.reshape(-1, 7).float(), 1, generator=theirs)
+        assert torch.equal(spec.rand(generator=ours), expected.reshape(5, 3))
+    # the uniform law over legal actions: each of 4 legal actions near 1/4
+    one = Categorical(6, (4000,), mask=torch.tensor([True, False, True, True, False, True]))
+    counts = torch.bincount(one.rand(generator=ours), minlength=6)
+    assert counts[[1, 4]].tolist() == [0, 0]
+    assert ((counts[[0, 2, 3, 5]] - 1000).abs() < 150).all()
+
+
 def test_onehot_mask_and_validation():
     spec = OneHot(3, (4, 3), mask=torch.tensor([False, True, True]))
     x = spec.rand()

@@ -115,7 +115,9 @@ class SerialEnv(_BatchedEnv):
         return torch.stack(outs, 0)
 
     def _step(self, td: TensorDictBase) -> TensorDictBase:
-        return torch.stack([env._step_proc(td[i]) for i, env in enumerate(self.envs)], 0)
+        # one unbind gives every env's view (td[i] per env walks every key each time)
+        subs = td.unbind(0)
+        return torch.stack([env._step_proc(sub) for sub, env in zip(subs, self.envs)], 0)
 
     def _set_seed(self, seed: int | None) -> None:
         for i, env in enumerate(self.envs):

@@ -64,6 +64,15 @@ def step_mdp(td: TensorDictBase, reward_keys: Sequence[NestedKey] = ()) -> Tenso
     return nxt.exclude(*reward_keys) if reward_keys else nxt.copy()
 
 
+def _any_true(flags: torch.Tensor) -> bool:
+    """Whether any flag is set, read on the host.
+
+    ``bool()`` of a one-element tensor (an unbatched env's ``done``) skips the
+    ``any()`` kernel, about half of this read's cost on the CPU.
+    """
+    return bool(flags) if flags.numel() == 1 else bool(flags.any())
+
+
 class EnvBase:
     """Base class of every environment.
 
@@ -270,7 +279,7 @@ class EnvBase:
         td = self.step(td)
         root = step_mdp(td, self.reward_keys)
         done = root.get("done")
-        if self.partial_resets_on_device or bool(done.any()):
+        if self.partial_resets_on_device or _any_true(done):
             root.set("_reset", done.clone())
             root = _merge_partial(self._reset_proc(root), root, done, len(self.batch_size))
         return td, root
@@ -325,15 +334,16 @@ class EnvBase:
         else:
             td = tensordict
         act = policy if policy is not None else self.rand_action
+        reward_keys = self.reward_keys  # resolved once, not at every step
         steps = []
         for _ in range(max_steps):
             td = act(td)
             if break_when_any_done:
                 td = self.step(td)
                 steps.append(td)
-                if bool(td.get(("next", "done")).any()):
+                if _any_true(td.get(("next", "done"))):
                     break
-                td = step_mdp(td, self.reward_keys)
+                td = step_mdp(td, reward_keys)
             else:
                 td, root = self.step_and_maybe_reset(td)
                 steps.append(td)
@@ -359,7 +369,7 @@ class EnvBase:
 
     def _reset_masked(self, td: TensorDictBase, mask: torch.Tensor) -> TensorDictBase:
         """Reset where ``mask`` (``[*B, 1]``, the ``"_reset"`` entry of ``td``) is True."""
-        if not self.partial_resets_on_device and not bool(mask.any()):
+        if not self.partial_resets_on_device and not _any_true(mask):
             return td.exclude("_reset")
         out = self._reset_proc(td)
         return _merge_partial(out, td, mask, len(self.batch_size))

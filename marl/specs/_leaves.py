@@ -135,8 +135,11 @@ class _Discrete(TensorSpec):
         if not flat.any(-1).all():
             raise ValueError("cannot sample: the mask leaves no legal choice for some entry")
         probs = flat.to(torch.float32)
-        idx = torch.multinomial(probs, 1, generator=generator).squeeze(-1)
-        return idx.reshape(batch)
+        # torch.multinomial(probs, 1)'s own algorithm (argmax of p / q, q ~ Exp(1)),
+        # spelled out: the same draws from the same generator, without its checks of
+        # the probabilities (three host reads; 0/1 masks need none), 3-5x faster
+        q = torch.empty_like(probs).exponential_(1, generator=generator)
+        return (probs / q).argmax(-1).reshape(batch)
 
     def _meta(self) -> dict[str, Any]:
         return {"n": self.n, "mask": self.mask}

@@ -38,7 +38,7 @@ EXPECTED = {
         "5x5-2p-1f", "8x8-2p-2f", "8x8-2p-2f-coop", "8x8-2p-2f-2s-coop", "10x10-3p-3f",
         "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
     ],
-    "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag"],
+    "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag", "mini-2ag"],
     "mamujoco": [
         "halfcheetah_2x3", "halfcheetah_6x1", "ant_2x4", "ant_4x2", "humanoid_9_8",
         "hopper_3x1", "walker2d_2x3", "swimmer_2x1",
@@ -196,7 +196,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 84\n"
+        "assert len(list_tasks()) == 85\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included
