@@ -50,6 +50,9 @@ class A2CConfig:
     """Hidden widths of the critic."""
     activation: str = "tanh"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -72,8 +75,12 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         'A2CLoss'
     """
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
-    critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
+    critic = state_value_critic(
+        info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+    )
     loss = A2CLoss(
         actor,
         critic,

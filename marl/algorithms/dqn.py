@@ -48,6 +48,9 @@ class DQNConfig(OffPolicyConfig):
     """Hidden widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -71,7 +74,9 @@ def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> 
         'DQNLoss'
     """
     c = config
-    qnet = q_value_network(info, c.cells, c.activation, share_params=c.share_params)
+    qnet = q_value_network(
+        info, c.cells, c.activation, share_params=c.share_params, network=c.network
+    )
     loss = DQNLoss(qnet, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function)
     loss.set_keys(
         **info.loss_keys(),

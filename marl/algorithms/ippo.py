@@ -68,7 +68,7 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     """
     c = config
     critic = state_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params
+        info, c.critic_cells, c.activation, share_params=c.share_critic_params, network=c.network
     )
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 

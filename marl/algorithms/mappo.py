@@ -64,6 +64,7 @@ def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
+        network=c.network,
     )
     return build_ppo(info, c, critic=critic, algorithm="mappo")
 

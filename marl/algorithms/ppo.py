@@ -59,6 +59,9 @@ class PPOConfig:
     """Hidden widths of the critic."""
     activation: str = "tanh"
     """Hidden activation (``tanh``, ``relu``, ``elu``, ``silu``, ``leaky_relu``)."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -139,9 +142,13 @@ def build_ppo(
         0.2
     """
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
     if critic is None:
-        critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
+        critic = state_value_critic(
+            info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+        )
     loss = PPOLoss(
         actor,
         critic,

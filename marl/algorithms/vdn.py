@@ -84,7 +84,7 @@ def value_decomposition_learner(
     """
     c = config
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params
+        info, c.cells, c.activation, share_params=c.share_params, network=c.network
     )
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)
