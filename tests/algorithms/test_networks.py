@@ -371,3 +371,31 @@ def test_model_network_trains_through_experiment(
     scalars = read_scalars(tmp_path / "scalars.csv")
     trained = [k for k in scalars if k.endswith(f"/{loss}")]
     assert trained and all(len(scalars[k]) >= 1 for k in trained), sorted(scalars)
+
+
+def network_table_markdown() -> str:
+    """The table of ``docs/basic/models.md``: one row per algorithm, reasons numbered."""
+    table = network_table(list_algorithms())
+    reasons: dict[str, int] = {}
+
+    def cell(value):
+        if value == "yes":
+            return "yes"
+        reasons.setdefault(value, len(reasons) + 1)
+        return f"no ({reasons[value]})"
+
+    lines = ["| algorithm | " + " | ".join(NETWORKS) + " |", "|---|" + "---|" * len(NETWORKS)]
+    for name, row in table.items():
+        lines.append(f"| `{name}` | " + " | ".join(cell(row[n]) for n in NETWORKS) + " |")
+    lines.append("")
+    lines += [f"{i}. {why}" for why, i in reasons.items()]
+    return "\n".join(lines)
+
+
+def test_the_docs_table_is_the_algorithms_table():
+    from pathlib import Path
+
+    page = Path(__file__).parents[2] / "docs" / "basic" / "models.md"
+    assert network_table_markdown() in page.read_text(), (
+        "docs/basic/models.md's table is stale; replace it with network_table_markdown()"
+    )
