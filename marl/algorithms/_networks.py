@@ -376,6 +376,7 @@ def make_network(
         channels_last=last,
         conv_cells=(16, 16),
         stride=2 if min(hw) >= 32 else 1,
+        layer_norm=layer_norm,
         **common,
     )
     return _RootAgent(body) if root else body

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from marl.modules.mlp import MultiAgentMLP
+
 __all__ = ["MultiAgentCNN", "MultiAgentConvNet"]
 
 
@@ -127,6 +129,7 @@ class MultiAgentCNN(nn.Module):
         num_cells: hidden widths of the head.
         activation: activation class.
         device: where to create the parameters.
+        layer_norm: normalize the head's hidden layers (as ``MultiAgentMLP``'s).
 
     Examples:
         >>> net = MultiAgentCNN(5 * 5 * 3 + 2, 4, n_agents=2, image_shape=(5, 5, 3),
@@ -152,9 +155,8 @@ class MultiAgentCNN(nn.Module):
         num_cells: Sequence[int] = (64, 64),
         activation: type[nn.Module] = nn.ELU,
         device: torch.device | str | None = None,
+        layer_norm: bool = False,
     ) -> None:
-        from marl.modules.mlp import MultiAgentMLP
-
         super().__init__()
         shape = tuple(int(s) for s in image_shape)
         if len(shape) != 3 or image[1] - image[0] != shape[0] * shape[1] * shape[2]:
@@ -191,6 +193,7 @@ class MultiAgentCNN(nn.Module):
             num_cells=list(num_cells),
             activation=activation,
             device=device,
+            layer_norm=layer_norm,
         )
         self.centralized = centralized
 

@@ -399,3 +399,15 @@ def test_the_docs_table_is_the_algorithms_table():
     assert network_table_markdown() in page.read_text(), (
         "docs/basic/models.md's table is stale; replace it with network_table_markdown()"
     )
+
+
+@pytest.mark.parametrize("network", ["mlp", "deepsets", "gnn", "cnn"])
+def test_layer_norm_reaches_every_body(network):
+    """PQN trains without a target network thanks to its layer norm: no body drops it."""
+    from marl.algorithms._policies import q_value_network
+
+    info = group_info(3, (6, 6, 2) if network == "cnn" else (7,), "discrete")
+    for layer_norm in (False, True):
+        qnet = q_value_network(info, [16], "relu", network=network, layer_norm=layer_norm)
+        norms = [m for m in qnet.modules() if isinstance(m, torch.nn.LayerNorm)]
+        assert bool(norms) == layer_norm, network
