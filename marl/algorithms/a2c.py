@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
@@ -50,6 +51,15 @@ class A2CConfig:
     """Hidden widths of the critic."""
     activation: str = "tanh"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -72,8 +82,12 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         'A2CLoss'
     """
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
-    critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+    )
+    critic = state_value_critic(
+        info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+    )
     loss = A2CLoss(
         actor,
         critic,

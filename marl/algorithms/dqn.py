@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictSequential
 
 from marl.algorithms._learners import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.modules import EGreedy
@@ -48,6 +49,15 @@ class DQNConfig(OffPolicyConfig):
     """Hidden widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -71,7 +81,9 @@ def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> 
         'DQNLoss'
     """
     c = config
-    qnet = q_value_network(info, c.cells, c.activation, share_params=c.share_params)
+    qnet = q_value_network(
+        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
+    )
     loss = DQNLoss(qnet, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function)
     loss.set_keys(
         **info.loss_keys(),

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ppo import PPOConfig, build_ppo
@@ -68,7 +69,11 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     """
     c = config
     critic = state_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params
+        info,
+        c.critic_cells,
+        c.activation,
+        share_params=c.share_critic_params,
+        network=network_spec(c),
     )
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 

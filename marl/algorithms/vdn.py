@@ -16,6 +16,7 @@ from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 from torch import nn
 
 from marl.algorithms._learners import make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.iql import IQLConfig
@@ -84,7 +85,7 @@ def value_decomposition_learner(
     """
     c = config
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params
+        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)
