@@ -274,6 +274,12 @@ class OnPolicyUpdater:
         minibatch_size: transitions per optimizer step (the whole batch when larger).
         max_grad_norm: per-role gradient clipping (``None``: off).
         compile: compile the loss and its backward (:class:`GradientStep`).
+        sequence_length: train on sequences (a recurrent policy): each env's ``T`` steps
+            are cut into chunks of this many steps (``T`` at most; the last ``T % length``
+            steps are left out), and a minibatch is ``minibatch_size // length`` whole
+            chunks, shuffled as chunks, time kept in order: a ``[chunks, length]``
+            TensorDict whose first step holds the hidden state stored at collection.
+            ``None``: single steps.
     """
 
     on_policy = True
@@ -287,11 +293,15 @@ class OnPolicyUpdater:
         minibatch_size: int,
         max_grad_norm: float | None,
         compile: bool = False,
+        sequence_length: int | None = None,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
                 f"epochs and minibatch_size must be >= 1, got {epochs}, {minibatch_size}"
             )
+        if sequence_length is not None and sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1 or None, got {sequence_length}")
+        self._sequence_length = sequence_length
         _check_parts(loss, optimizer, AdvantageLoss)
         if loss.value_estimator is None:
             raise ValueError(
@@ -335,11 +345,31 @@ class OnPolicyUpdater:
             self.loss.value_estimator(batch)
         return batch
 
+    @property
+    def sequence_length(self) -> int | None:
+        """Steps per training sequence (``None``: single steps)."""
+        return self._sequence_length
+
+    def sequences(self, batch: TensorDictBase) -> TensorDictBase:
+        """The loss's entries of a ``[*B, T]`` batch as ``[chunks, length]`` sequences."""
+        data = batch.select(*self._keys, strict=False)
+        if data.batch_dims < 1:
+            raise ValueError("sequence training needs a [*B, T] batch with a time dim")
+        steps = data.batch_size[-1]
+        length = min(self._sequence_length or steps, steps)
+        data = data.reshape(-1, steps)[:, : steps - steps % length]
+        return data.reshape(-1, length)
+
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """``epochs`` passes of shuffled minibatches over the loss's entries of ``batch``."""
-        data = batch.select(*self._keys, strict=False).reshape(-1)
-        n = data.numel()
-        size = min(self._minibatch_size, n)
+        if self._sequence_length is not None:
+            data = self.sequences(batch)
+            n = data.shape[0]
+            size = min(max(1, self._minibatch_size // data.shape[1]), n)
+        else:
+            data = batch.select(*self._keys, strict=False).reshape(-1)
+            n = data.numel()
+            size = min(self._minibatch_size, n)
         stats = _Stats()
         for _ in range(self._epochs):
             # one gather per entry and epoch; the minibatches are views of it

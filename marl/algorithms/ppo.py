@@ -15,10 +15,17 @@ from torch import nn
 
 from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._policies import state_value_critic, stochastic_actor
+from marl.algorithms._recurrent import (
+    RECURRENT_NETWORKS,
+    is_recurrent,
+    recurrent_stochastic_actor,
+)
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.objectives import PPOLoss
 
 __all__ = ["SPEC", "PPOConfig", "build_ppo", "policy_gradient_learner"]
+
+_WHOLE = 1 << 30  # a sequence length no rollout reaches: each env's whole rollout
 
 
 @dataclass
@@ -61,6 +68,10 @@ class PPOConfig:
     """Hidden activation (``tanh``, ``relu``, ``elu``, ``silu``, ``leaky_relu``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
+    sequence_length: int | None = None
+    """Recurrent actors (``gru``/``lstm``): steps per training sequence (``None``: each
+    env's whole collected rollout). Minibatches are ``minibatch_size // sequence_length``
+    whole sequences, each unrolled from the hidden state stored at its first step."""
 
 
 def policy_gradient_learner(
@@ -72,13 +83,18 @@ def policy_gradient_learner(
     critic: nn.Module,
     algorithm: str,
     critic_lr: float | None = None,
+    policy: nn.Module | None = None,
 ) -> GroupLearner:
     """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
 
     The loss is pointed at the group's entries here (its agent mask included, when the
     group has one), then trained by an :class:`~marl.algorithms._learners.OnPolicyUpdater`.
     The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
+    A recurrent actor comes in two modes over the same parameters: ``policy`` collects
+    (one step at a time), ``actor`` (the loss's) unrolls sequences, and the updater
+    trains on sequences of ``config.sequence_length`` steps.
     """
+    recurrent = policy is not None and is_recurrent(policy)
     loss.set_keys(
         **info.loss_keys(),
         sample_log_prob=info.key("action_log_prob"),
@@ -100,11 +116,12 @@ def policy_gradient_learner(
         minibatch_size=config.minibatch_size,
         max_grad_norm=config.max_grad_norm,
         compile=info.compile,
+        sequence_length=(config.sequence_length or _WHOLE) if recurrent else None,
     )
     return GroupLearner(
         info,
         algorithm=algorithm,
-        policy=actor,
+        policy=actor if policy is None else policy,
         loss=loss,
         optimizer=optimizer,
         updater=updater,
@@ -139,7 +156,14 @@ def build_ppo(
         0.2
     """
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    network = getattr(c, "network", "mlp")
+    policy = None
+    if network in RECURRENT_NETWORKS:
+        policy, actor = recurrent_stochastic_actor(
+            info, network, c.actor_cells, c.activation, share_params=c.share_params
+        )
+    else:
+        actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
     if critic is None:
         critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
     loss = PPOLoss(
@@ -155,7 +179,14 @@ def build_ppo(
         lmbda=c.lmbda,
     )
     return policy_gradient_learner(
-        info, c, loss, actor=actor, critic=critic, algorithm=algorithm, critic_lr=c.critic_lr
+        info,
+        c,
+        loss,
+        actor=actor,
+        critic=critic,
+        algorithm=algorithm,
+        critic_lr=c.critic_lr,
+        policy=policy,
     )
 
 
