@@ -34,7 +34,13 @@ from marl.algorithms._compile import compile_counts, compiled_loss_terms
 from marl.algorithms._turns import turn_transitions
 from marl.algorithms.base import Algorithm, GroupInfo, GroupLearner
 from marl.algorithms.contracts import AdvantageLoss, Exploration, Loss, TargetUpdater
-from marl.data import PrioritizedSampler, RandomSampler, ReplayBuffer, TensorStorage
+from marl.data import (
+    PrioritizedSampler,
+    RandomSampler,
+    ReplayBuffer,
+    SliceSampler,
+    TensorStorage,
+)
 
 __all__ = [
     "GradientStep",
@@ -81,8 +87,26 @@ def off_policy_buffer(
     alpha: float = 0.6,
     beta: float = 0.4,
     device: torch.device | str = "cpu",
+    slice_len: int | None = None,
 ) -> ReplayBuffer:
-    """A uniform or prioritized replay buffer of ``size`` transitions."""
+    """A uniform or prioritized replay buffer of ``size`` transitions.
+
+    With ``slice_len`` (recurrent Q-networks), a sample is ``[batch_size // slice_len,
+    slice_len]`` contiguous steps of one trajectory (:class:`~marl.data.SliceSampler`
+    over the collector's trajectory ids).
+    """
+    if slice_len is not None:
+        if prioritized:
+            raise ValueError(
+                "prioritized replay samples single transitions; a recurrent Q-network trains "
+                "on slices of steps: set prioritized=False"
+            )
+        slices = max(1, batch_size // slice_len)
+        return ReplayBuffer(
+            TensorStorage(size, device=device),
+            sampler=SliceSampler(slice_len=slice_len),
+            batch_size=slices * slice_len,
+        )
     sampler = PrioritizedSampler(size, alpha=alpha, beta=beta) if prioritized else RandomSampler()
     return ReplayBuffer(TensorStorage(size, device=device), sampler=sampler, batch_size=batch_size)
 
@@ -429,6 +453,9 @@ class OffPolicyUpdater:
         self._info = info
         self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
         self._keys = list(loss.in_keys)
+        if isinstance(buffer.sampler, SliceSampler):
+            # slices are runs of one trajectory id: store the ids with the transitions
+            self._keys.append(buffer.sampler.traj_key)
         self._buffer = buffer
         self._target_updater = target_updater
         self._prioritized = isinstance(buffer.sampler, PrioritizedSampler)
@@ -559,11 +586,13 @@ def off_policy_learner(
     target_updater: TargetUpdater | None,
     exploration: list[Exploration] | None = None,
     algorithm: str,
+    slice_len: int | None = None,
 ) -> GroupLearner:
     """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps.
 
     The loss is used as configured: point it at the group's keys first (agent mask
-    included, for losses with per-agent terms).
+    included, for losses with per-agent terms). ``slice_len``: replay slices of that
+    many steps (recurrent Q-networks) instead of single transitions.
     """
     c = config
     buffer = off_policy_buffer(
@@ -573,6 +602,7 @@ def off_policy_learner(
         alpha=c.priority_alpha,
         beta=c.priority_beta,
         device=c.buffer_device,
+        slice_len=slice_len,
     )
     updater = OffPolicyUpdater(
         info,

@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import NamedTuple
 
+import torch
+from tensordict import TensorDictBase
 from tensordict.nn import (
     InteractionType,
     NormalParamExtractor,
@@ -49,6 +51,7 @@ from marl.specs import Bounded, Categorical, OneHot
 __all__ = [
     "RECURRENT_NETWORKS",
     "RecurrentModules",
+    "SequenceQValues",
     "check_init_tracker",
     "is_recurrent",
     "recurrent_q_network",
@@ -238,6 +241,64 @@ def recurrent_stochastic_actor(
         ProbabilisticTensorDictSequential(*body.step.module, head),
         ProbabilisticTensorDictSequential(*body.sequence.module, head),
     )
+
+
+class SequenceQValues(TensorDictModuleBase):
+    """A recurrent Q-network's sequence mode, with the next step's values from the same unroll.
+
+    On a ``[M, L]`` slice of one episode (the slice sampler never crosses an episode
+    boundary), the next observation of step ``t < L - 1`` is the observation of step
+    ``t + 1``: one unroll over ``L + 1`` observations (the slice's, then the last next
+    one), from the hidden state stored at the slice's first step, gives the values now
+    (its first ``L`` steps) and next (its last ``L``), which the Q-learning losses read
+    through :meth:`now_and_next` instead of a second, separately started unroll.
+
+    Args:
+        body: the sequence-mode network writing ``value_key``.
+        info: the group.
+        mask: zero the values of masked-out agents (the group's ``"mask"``), as
+            ``MaskedAgentValues`` does for the mixers.
+    """
+
+    def __init__(self, body: TensorDictModuleBase, info: GroupInfo, *, mask: bool = False) -> None:
+        super().__init__()
+        self.body = body
+        self.value_key = info.key("action_value")
+        self.mask_key = info.key("mask") if mask else None
+        self.in_keys = list(body.in_keys) + ([self.mask_key] if mask else [])
+        self.out_keys = [self.value_key]
+        from marl.algorithms._policies import observation_inputs
+
+        self._obs_keys = observation_inputs(info)[0]
+
+    def _masked(self, values: torch.Tensor, td: TensorDictBase) -> torch.Tensor:
+        if self.mask_key is None:
+            return values
+        return values.masked_fill(~td.get(self.mask_key).bool().unsqueeze(-1), 0.0)
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        tensordict = self.body(tensordict)
+        tensordict.set(self.value_key, self._masked(tensordict.get(self.value_key), tensordict))
+        return tensordict
+
+    def now_and_next(self, tensordict: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(Q(o_t, .), Q(o'_t, .))`` of a ``[M, L]`` slice, from one unroll of ``L + 1`` steps."""
+        if tensordict.batch_dims != 2:
+            raise ValueError(
+                "now_and_next reads [slices, steps] sequences, got batch "
+                f"{tuple(tensordict.batch_size)}"
+            )
+        now = tensordict.select(*self.body.in_keys, strict=False)
+        last = tensordict.get("next")[:, -1:].select(*self._obs_keys).clone()
+        last.set(IS_INIT_KEY, torch.zeros_like(now.get(IS_INIT_KEY)[:, -1:]))
+        for key in now.keys(True, True):
+            if key not in last.keys(True, True):
+                last.set(key, now.get(key)[:, -1:])  # hidden states: only step 0's is read
+        values = self.body(torch.cat([now, last], dim=1)).get(self.value_key)
+        steps = tensordict.batch_size[1]
+        q_now = self._masked(values[:, :steps], tensordict)
+        q_next = self._masked(values[:, 1:], tensordict.get("next"))
+        return q_now, q_next
 
 
 def recurrent_q_network(

@@ -6,6 +6,7 @@ import pytest
 import torch
 
 from marl.algorithms import Algorithm, get_algorithm
+from marl.algorithms._learners import off_policy_buffer
 from marl.algorithms._recurrent import is_recurrent
 from marl.collectors import Collector
 from marl.envs import InitTracker, TransformedEnv
@@ -151,3 +152,49 @@ def test_trainer_refuses_a_recurrent_policy_on_an_env_without_init_tracker():
             total_frames=30,
             eval_env=MultiAgentFakeEnv(num_envs=1),
         )
+
+
+@pytest.mark.parametrize("network", ["gru", "lstm"])
+@pytest.mark.parametrize("algorithm", ["iql", "vdn", "qmix"])
+def test_unrolled_q_values_equal_step_by_step_ones(algorithm, network):
+    torch.manual_seed(0)
+    env = _env()
+    cfg = get_algorithm(algorithm).config_cls(
+        cells=(16,), sequence_length=5, batch_size=40, learning_starts=0
+    )
+    cfg.network = network
+    # the picker group has discrete actions (and an agent mask); the walker is continuous
+    algo = Algorithm({"picker": algorithm, "walker": "ippo"}, config={"picker": cfg})
+    algo.build(env, seed=0)
+    learner = algo.learners["picker"]
+    info = learner.info
+    collector = Collector(env, algo.policy, frames_per_batch=3 * STEPS)
+    batch = collector.rollout()
+    collector.shutdown()
+    buffer = off_policy_buffer(1000, 40, slice_len=5)  # the learner's kind, its own keys
+    # the loss's entries, and the values the collection policy computed step by step
+    keys = [*learner.updater._keys, info.key("action_value")]
+    buffer.extend(batch.select(*keys, strict=False).reshape(-1))
+    qnet = learner.loss.local_value_network if algorithm != "iql" else learner.loss.value_network
+    step_net = learner.policy[0]
+    for _ in range(5):
+        data = buffer.sample()
+        assert data.batch_size == (8, 5)
+        ids = data["collector", "traj_ids"]
+        assert (ids == ids[:, :1]).all()  # a slice never crosses an episode
+        with torch.no_grad():
+            q_now, q_next = qnet.now_and_next(data)
+            # step by step: what the collection policy computed (stored), and the values of
+            # each next observation from the state stored after the step
+            step_next = step_net(data["next"].clone()).get(info.key("action_value"))
+        torch.testing.assert_close(q_now, data.get(info.key("action_value")), atol=1e-5, rtol=0)
+        torch.testing.assert_close(q_next, step_next, atol=1e-5, rtol=0)
+        if not data["is_init"][:, 0].all():  # the check can fail: from a zero state it does
+            zero = data.clone()
+            for leaf in ("q_rnn",) if network == "gru" else ("q_rnn_h", "q_rnn_c"):
+                zero.set(info.key(leaf), torch.zeros_like(data.get(info.key(leaf))))
+            with torch.no_grad():
+                assert not torch.allclose(qnet.now_and_next(zero)[0], q_now, atol=1e-3)
+    # and the learner trains on such slices
+    logs = learner.updater.update(batch)
+    assert logs and all(torch.isfinite(torch.tensor(v)) for v in logs.values())
