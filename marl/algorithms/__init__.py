@@ -40,6 +40,7 @@ from marl.algorithms import (
     vdn,
 )
 from marl.algorithms._learners import compile_report
+from marl.algorithms._networks import NETWORKS, check_network, network_refusal, network_table
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import (
     ROOT,
@@ -77,6 +78,7 @@ from marl.algorithms.trainer import (
 from marl.algorithms.vdn import VDNConfig
 
 __all__ = [
+    "NETWORKS",
     "ROOT",
     "A2CConfig",
     "Algorithm",
@@ -105,12 +107,15 @@ __all__ = [
     "TrainerCallback",
     "TrainingRun",
     "VDNConfig",
+    "check_network",
     "compile_report",
     "evaluate",
     "evaluate_episodes",
     "get_algorithm",
     "group_infos",
     "list_algorithms",
+    "network_refusal",
+    "network_table",
     "register_algorithm",
 ]
 

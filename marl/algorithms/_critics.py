@@ -17,7 +17,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._policies import _action_dim, activation_class, make_mlp
+from marl.algorithms._networks import activation_class, make_network
+from marl.algorithms._policies import _action_dim
 from marl.modules import MLP
 from marl.specs import Composite
 
@@ -128,6 +129,7 @@ def centralized_critic(
     scope: str = "group",
     use_state: bool = True,
     share_params: bool = True,
+    network: str = "mlp",
 ) -> TensorDictModule:
     """A critic that sees the whole group (or every group), one output per agent.
 
@@ -145,6 +147,7 @@ def centralized_critic(
         scope: ``"group"`` or ``"all"`` (see :func:`centralized_inputs`).
         use_state: prefer the env's global ``"state"`` with ``scope="group"``.
         share_params: one set of critic parameters for every agent of the group.
+        network: the body (see :data:`~marl.algorithms._networks.NETWORKS`).
 
     Returns:
         A ``TensorDictModule`` writing ``(group, out_key)``.
@@ -165,11 +168,13 @@ def centralized_critic(
         keys.append(info.key("action"))
         ndims.append(len(info.action_shape) + 1)
         size += info.n_agents * _action_dim(info)
+    if network != "mlp":
+        raise ValueError(f"network {network!r}: not built yet for centralized critics")
     if share_params:
         # one MLP on the group's joint input, its output shared by the agents
         act = activation_class(activation)
         net = MLP(size, out_features, num_cells=list(cells), activation=act, device=info.device)
     else:
-        net = make_mlp(info, size, out_features, cells, activation, share_params=False)
+        net = make_network(info, size, out_features, cells, activation, share_params=False)
     central = _CentralNet(net, ndims, info.n_agents, shared=share_params)
     return TensorDictModule(central, keys, [info.key(out_key)])

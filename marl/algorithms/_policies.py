@@ -1,9 +1,11 @@
 """Network builders shared by the algorithms: actors, critics and Q-networks for a group.
 
 Every builder reads a :class:`~marl.algorithms.base.GroupInfo` and returns
-``tensordict.nn`` modules that read and write the group's keys. A group's
-networks are ``MultiAgentMLP`` (vectorized over agents, parameters shared or
-not); the root of a single-agent env gets plain ``MLP`` networks.
+``tensordict.nn`` modules that read and write the group's keys. The body of
+every network is :func:`~marl.algorithms._networks.make_network`'s, chosen by the
+``network`` argument (the algorithm config's ``network`` field): by default a
+``MultiAgentMLP`` for a group (vectorized over agents, parameters shared or not) and
+a plain ``MLP`` for the root of a single-agent env.
 """
 
 from __future__ import annotations
@@ -26,7 +28,8 @@ from torch import distributions as D
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.modules import MLP, MaskedCategorical, MultiAgentMLP, OneHotCategorical, TanhNormal
+from marl.algorithms._networks import ACTIVATIONS, activation_class, make_network
+from marl.modules import MaskedCategorical, OneHotCategorical, TanhNormal
 from marl.specs import Bounded, Categorical, Composite, OneHot
 
 __all__ = [
@@ -37,28 +40,13 @@ __all__ = [
     "action_bounds",
     "activation_class",
     "deterministic_actor",
-    "make_mlp",
+    "make_network",
     "observation_inputs",
     "q_value_network",
     "state_action_value_critic",
     "state_value_critic",
     "stochastic_actor",
 ]
-
-ACTIVATIONS: dict[str, type[nn.Module]] = {
-    "tanh": nn.Tanh,
-    "relu": nn.ReLU,
-    "elu": nn.ELU,
-    "silu": nn.SiLU,
-    "leaky_relu": nn.LeakyReLU,
-}
-
-
-def activation_class(name: str) -> type[nn.Module]:
-    """The activation class named ``name`` (see :data:`ACTIVATIONS`)."""
-    if name not in ACTIVATIONS:
-        raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
-    return ACTIVATIONS[name]
 
 
 class IndependentNormal(D.Independent):
@@ -128,41 +116,6 @@ def observation_inputs(info: GroupInfo) -> tuple[list[NestedKey], list[int], int
     return [info.key("observation")], [len(shape)], math.prod(shape)
 
 
-def make_mlp(
-    info: GroupInfo,
-    in_features: int,
-    out_features: int,
-    cells: Sequence[int],
-    activation: str,
-    *,
-    centralized: bool = False,
-    share_params: bool = True,
-    layer_norm: bool = False,
-) -> nn.Module:
-    """An ``MLP`` for the root, a ``MultiAgentMLP`` for a group."""
-    act = activation_class(activation)
-    if info.name is None:
-        return MLP(
-            in_features,
-            out_features,
-            num_cells=list(cells),
-            activation=act,
-            device=info.device,
-            layer_norm=layer_norm,
-        )
-    return MultiAgentMLP(
-        in_features,
-        out_features,
-        info.n_agents,
-        centralized=centralized,
-        share_params=share_params,
-        num_cells=list(cells),
-        activation=act,
-        device=info.device,
-        layer_norm=layer_norm,
-    )
-
-
 def action_bounds(info: GroupInfo) -> tuple[torch.Tensor, torch.Tensor]:
     """``(low, high)`` of a bounded continuous action, without the env batch dims."""
     spec = info.action_spec
@@ -189,6 +142,7 @@ def stochastic_actor(
     *,
     share_params: bool = True,
     log_prob_key: str = "action_log_prob",
+    network: str = "mlp",
 ) -> ProbabilisticTensorDictSequential:
     """A sampling policy writing the group's ``action`` and its log-probability.
 
@@ -203,6 +157,7 @@ def stochastic_actor(
         activation: activation name (see ``ACTIVATIONS``).
         share_params: share the parameters over the group's agents.
         log_prob_key: the leaf name of the log-probability.
+        network: the body (see :data:`~marl.algorithms._networks.NETWORKS`).
 
     Returns:
         A module with ``get_dist(td)``, as the losses expect.
@@ -213,7 +168,9 @@ def stochastic_actor(
     dist_kwargs: dict = {}
     if info.action_space == "continuous":
         dim = _action_dim(info)
-        net = make_mlp(info, in_size, 2 * dim, cells, activation, share_params=share_params)
+        net = make_network(
+            info, in_size, 2 * dim, cells, activation, network=network, share_params=share_params
+        )
         body = TensorDictModule(
             _CatNet(net, ndims, NormalParamExtractor()), in_keys, [key("loc"), key("scale")]
         )
@@ -224,7 +181,15 @@ def stochastic_actor(
         else:
             dist_cls = IndependentNormal
     elif isinstance(spec, (Categorical, OneHot)):
-        net = make_mlp(info, in_size, info.n_actions, cells, activation, share_params=share_params)
+        net = make_network(
+            info,
+            in_size,
+            info.n_actions,
+            cells,
+            activation,
+            network=network,
+            share_params=share_params,
+        )
         body = TensorDictModule(_CatNet(net, ndims), in_keys, [key("logits")])
         dist_in = {"logits": key("logits")}
         if info.has_action_mask:
@@ -247,12 +212,25 @@ def stochastic_actor(
 
 
 def deterministic_actor(
-    info: GroupInfo, cells: Sequence[int], activation: str, *, share_params: bool = True
+    info: GroupInfo,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    share_params: bool = True,
+    network: str = "mlp",
 ) -> TensorDictModule:
     """``a = low + (tanh(net(obs)) + 1) * (high - low) / 2`` for DDPG/TD3."""
     in_keys, ndims, in_size = observation_inputs(info)
     low, high = action_bounds(info)
-    net = make_mlp(info, in_size, _action_dim(info), cells, activation, share_params=share_params)
+    net = make_network(
+        info,
+        in_size,
+        _action_dim(info),
+        cells,
+        activation,
+        network=network,
+        share_params=share_params,
+    )
     return TensorDictModule(_CatNet(net, ndims, _Scale(low, high)), in_keys, [info.key("action")])
 
 
@@ -263,11 +241,19 @@ def state_value_critic(
     *,
     centralized: bool = False,
     share_params: bool = True,
+    network: str = "mlp",
 ) -> TensorDictModule:
     """``V(s)`` written to the group's ``state_value`` (``[*B, (n_agents,) 1]``)."""
     in_keys, ndims, in_size = observation_inputs(info)
-    net = make_mlp(
-        info, in_size, 1, cells, activation, centralized=centralized, share_params=share_params
+    net = make_network(
+        info,
+        in_size,
+        1,
+        cells,
+        activation,
+        network=network,
+        centralized=centralized,
+        share_params=share_params,
     )
     return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("state_value")])
 
@@ -279,16 +265,18 @@ def state_action_value_critic(
     *,
     centralized: bool = False,
     share_params: bool = True,
+    network: str = "mlp",
 ) -> TensorDictModule:
     """``Q(s, a)`` from observation and continuous action, written to ``state_action_value``."""
     in_keys, ndims, in_size = observation_inputs(info)
     act_nd = len(info.action_shape)
-    net = make_mlp(
+    net = make_network(
         info,
         in_size + _action_dim(info),
         1,
         cells,
         activation,
+        network=network,
         centralized=centralized,
         share_params=share_params,
     )
@@ -306,15 +294,17 @@ def q_value_network(
     *,
     share_params: bool = True,
     layer_norm: bool = False,
+    network: str = "mlp",
 ) -> TensorDictModule:
     """``Q(s, .)`` over every discrete action, written to ``action_value``."""
     in_keys, ndims, in_size = observation_inputs(info)
-    net = make_mlp(
+    net = make_network(
         info,
         in_size,
         info.n_actions,
         cells,
         activation,
+        network=network,
         share_params=share_params,
         layer_norm=layer_norm,
     )

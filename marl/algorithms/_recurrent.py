@@ -53,6 +53,7 @@ __all__ = [
     "RecurrentModules",
     "SequenceQValues",
     "check_init_tracker",
+    "critic_network",
     "is_recurrent",
     "recurrent_q_network",
     "recurrent_stochastic_actor",
@@ -72,6 +73,21 @@ class RecurrentModules(NamedTuple):
     """One step from the stored state (collection, evaluation)."""
     sequence: TensorDictModuleBase
     """Unrolls ``[*B, T]`` sequences from each one's first stored state (training)."""
+
+
+def critic_network(network: str) -> str:
+    """The body of a policy-gradient critic next to a ``network`` actor.
+
+    A recurrent actor keeps an MLP critic: the critic's values are computed on the
+    whole batch after collection (GAE), so a recurrent critic would need its own state
+    stored at every step; the actor's memory is what acting under partial observability
+    needs. Any other body is the critic's too.
+
+    Examples:
+        >>> critic_network("gru"), critic_network("mlp")
+        ('mlp', 'mlp')
+    """
+    return "mlp" if network in RECURRENT_NETWORKS else network
 
 
 def is_recurrent(module: nn.Module) -> bool:

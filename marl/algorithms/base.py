@@ -28,6 +28,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
+from marl.algorithms._networks import check_network
 from marl.algorithms.contracts import Exploration, JointUpdater, Loss, TargetUpdater, Updater
 from marl.data import ReplayBuffer
 from marl.envs.common import EnvBase
@@ -330,7 +331,10 @@ class Algorithm(nn.Module):
 
         Raises:
             ValueError: when an algorithm cannot serve a group's action space (the
-                message names both), or when a per-group mapping names unknown groups.
+                message names both), when its config's ``network`` cannot work for a
+                group (the message names the algorithm, the network, the group and why:
+                see ``marl.algorithms._networks.check_network``), or when a per-group
+                mapping names unknown groups.
         """
         if seed is not None:
             torch.manual_seed(seed)
@@ -354,6 +358,7 @@ class Algorithm(nn.Module):
                     f"but group {label!r} has {info.action_space} actions "
                     f"({type(info.action_spec).__name__})"
                 )
+            check_network(spec.name, info, config)
             learners[label] = spec.builder(info, config)
         self.learners = nn.ModuleDict(learners)
         self._policy = TensorDictSequential(*[lr.policy for lr in learners.values()])

@@ -43,6 +43,9 @@ class DDPGConfig(OffPolicyConfig):
     """Hidden widths of the critic."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -89,10 +92,12 @@ def build_ddpg(
         'DDPGLoss'
     """
     c = config
-    actor = deterministic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    actor = deterministic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
     if value_network is None:
         value_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params
+            info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
         )
     loss = DDPGLoss(actor, value_network, gamma=c.gamma, loss_function=c.loss_function)
     loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))

@@ -49,6 +49,9 @@ class DQNConfig(OffPolicyConfig):
     """Hidden widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
     sequence_length: int = 16
@@ -120,16 +123,15 @@ def q_networks(
     agents' values (the mixers' losses).
     """
     c = config
-    network = getattr(c, "network", "mlp")
-    if network in RECURRENT_NETWORKS:
+    if c.network in RECURRENT_NETWORKS:
         step, sequence = recurrent_q_network(
-            info, network, c.cells, c.activation, share_params=c.share_params
+            info, c.network, c.cells, c.activation, share_params=c.share_params
         )
         if mask:
             step = MaskedAgentValues(step, info)
         return SequenceQValues(sequence, info, mask=mask), step, c.sequence_length
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params
+        info, c.cells, c.activation, share_params=c.share_params, network=c.network
     )
     if mask:
         qnet = MaskedAgentValues(qnet, info)

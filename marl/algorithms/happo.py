@@ -288,7 +288,9 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
             "root group) has no agents to order: use ppo"
         )
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=False)
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=False, network=c.network
+    )
     critic = centralized_critic(
         info,
         c.critic_cells,
@@ -297,6 +299,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
+        network=c.network,
     )
     loss = HAPPOLoss(
         actor,

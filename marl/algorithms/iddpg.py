@@ -55,7 +55,7 @@ def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
     """
     c = config
     critic = state_action_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params
+        info, c.critic_cells, c.activation, share_params=c.share_critic_params, network=c.network
     )
     return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from marl.algorithms._policies import state_value_critic
+from marl.algorithms._recurrent import critic_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ppo import PPOConfig, build_ppo
 
@@ -68,7 +69,11 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     """
     c = config
     critic = state_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params
+        info,
+        c.critic_cells,
+        c.activation,
+        share_params=c.share_critic_params,
+        network=critic_network(c.network),
     )
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 

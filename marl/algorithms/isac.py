@@ -55,7 +55,9 @@ def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
     """
     c = config
     make = state_action_value_critic if info.action_space == "continuous" else q_value_network
-    qnet = make(info, c.critic_cells, c.activation, share_params=c.share_critic_params)
+    qnet = make(
+        info, c.critic_cells, c.activation, share_params=c.share_critic_params, network=c.network
+    )
     return build_sac(info, c, qvalue_network=qnet, algorithm="isac")
 
 

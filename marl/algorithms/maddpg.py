@@ -64,6 +64,7 @@ def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
+        network=c.network,
     )
     return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 

@@ -67,6 +67,7 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
+        network=c.network,
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 

@@ -10,6 +10,7 @@ critic (e.g. a centralized one). The update itself, step by step, is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
@@ -17,6 +18,7 @@ from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
     RECURRENT_NETWORKS,
+    critic_network,
     is_recurrent,
     recurrent_stochastic_actor,
 )
@@ -66,6 +68,9 @@ class PPOConfig:
     """Hidden widths of the critic."""
     activation: str = "tanh"
     """Hidden activation (``tanh``, ``relu``, ``elu``, ``silu``, ``leaky_relu``)."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
     sequence_length: int | None = None
@@ -129,6 +134,25 @@ def policy_gradient_learner(
     )
 
 
+def actor_and_policy(info: GroupInfo, config: Any) -> tuple[nn.Module, nn.Module | None]:
+    """``(the loss's actor, the collection policy or None when it is the actor)``.
+
+    A recurrent network (``gru``/``lstm``) gives two modes over the same parameters
+    (:func:`~marl.algorithms._recurrent.recurrent_stochastic_actor`); any other body one
+    actor for both.
+    """
+    c = config
+    if c.network in RECURRENT_NETWORKS:
+        policy, actor = recurrent_stochastic_actor(
+            info, c.network, c.actor_cells, c.activation, share_params=c.share_params
+        )
+        return actor, policy
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
+    return actor, None
+
+
 def build_ppo(
     info: GroupInfo,
     config: PPOConfig,
@@ -156,16 +180,15 @@ def build_ppo(
         0.2
     """
     c = config
-    network = getattr(c, "network", "mlp")
-    policy = None
-    if network in RECURRENT_NETWORKS:
-        policy, actor = recurrent_stochastic_actor(
-            info, network, c.actor_cells, c.activation, share_params=c.share_params
-        )
-    else:
-        actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    actor, policy = actor_and_policy(info, c)
     if critic is None:
-        critic = state_value_critic(info, c.critic_cells, c.activation, share_params=c.share_params)
+        critic = state_value_critic(
+            info,
+            c.critic_cells,
+            c.activation,
+            share_params=c.share_params,
+            network=critic_network(c.network),
+        )
     loss = PPOLoss(
         actor,
         critic,

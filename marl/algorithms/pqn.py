@@ -64,6 +64,9 @@ class PQNConfig:
     """Hidden widths of the Q-network."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     layer_norm: bool = True
     """Layer normalization after each hidden layer: what lets PQN drop the target network."""
     share_policy_params: bool = True
@@ -169,7 +172,12 @@ def build_pqn(info: GroupInfo, config: PQNConfig) -> GroupLearner:
     """
     c = config
     qnet = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, layer_norm=c.layer_norm
+        info,
+        c.cells,
+        c.activation,
+        share_params=c.share_params,
+        layer_norm=c.layer_norm,
+        network=c.network,
     )
     return pqn_learner(info, c, qnet=qnet, team=False, algorithm="pqn")
 

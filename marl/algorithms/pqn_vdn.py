@@ -56,7 +56,12 @@ def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:
         raise ValueError("pqn_vdn sums the values of a group's agents; got a single-agent env")
     c = config
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, layer_norm=c.layer_norm
+        info,
+        c.cells,
+        c.activation,
+        share_params=c.share_params,
+        layer_norm=c.layer_norm,
+        network=c.network,
     )
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)

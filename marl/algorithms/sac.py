@@ -45,6 +45,9 @@ class SACConfig(OffPolicyConfig):
     """Hidden widths of each Q-network."""
     activation: str = "relu"
     """Hidden activation."""
+    network: str = "mlp"
+    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
+    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -77,7 +80,9 @@ def build_sac(
         'SACLoss'
     """
     c = config
-    actor = stochastic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
     common = dict(
         num_qvalue_nets=c.num_qvalue_nets,
         gamma=c.gamma,
@@ -89,14 +94,14 @@ def build_sac(
     if info.action_space == "continuous":
         if qvalue_network is None:
             qvalue_network = state_action_value_critic(
-                info, c.critic_cells, c.activation, share_params=c.share_params
+                info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
             )
         loss = SACLoss(actor, qvalue_network, **common)
         loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
     else:
         if qvalue_network is None:
             qvalue_network = q_value_network(
-                info, c.critic_cells, c.activation, share_params=c.share_params
+                info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
             )
         loss = DiscreteSACLoss(actor, qvalue_network, num_actions=info.n_actions, **common)
         loss.set_keys(**info.loss_keys(), action_value=info.key("action_value"))

@@ -57,10 +57,12 @@ def build_td3(
         2
     """
     c = config
-    actor = deterministic_actor(info, c.actor_cells, c.activation, share_params=c.share_params)
+    actor = deterministic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+    )
     if qvalue_network is None:
         qvalue_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params
+            info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
         )
     low, high = action_bounds(info)
     half = float((high - low).max()) / 2

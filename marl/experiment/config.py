@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
+from marl.algorithms import NETWORKS
 from marl.export import FORMATS as EXPORT_FORMATS
 
 __all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
@@ -247,8 +248,9 @@ class ModelConfig:
     """Network sizes shared by every algorithm; ``None`` keeps the algorithm's own default.
 
     The fields map onto the algorithm config: ``actor_cells``/``critic_cells`` (or
-    ``cells`` for the Q-network of value-based algorithms), ``activation``, and the
-    parameter sharing of actors and critics across a group's agents.
+    ``cells`` for the Q-network of value-based algorithms), ``activation``, the
+    network body (``network``), and the parameter sharing of actors and critics
+    across a group's agents.
 
     Examples:
         >>> ModelConfig(actor_cells=[128, 128]).algorithm_overrides(
@@ -256,6 +258,12 @@ class ModelConfig:
         {'actor_cells': (128, 128)}
         >>> ModelConfig(actor_cells=[32]).algorithm_overrides({"cells", "activation"})
         {'cells': (32,)}
+        >>> ModelConfig(network="gnn").algorithm_overrides({"cells", "network"})
+        {'network': 'gnn'}
+        >>> ModelConfig(network="transformer").validate()
+        Traceback (most recent call last):
+        ...
+        ValueError: model.network: expected one of ['mlp', 'deepsets', 'gnn', 'cnn', 'gru', 'lstm'] or None, got 'transformer'
     """
 
     actor_cells: list[int] | None = None
@@ -268,14 +276,24 @@ class ModelConfig:
     """One set of policy parameters for all agents of a group (``False``: one per agent)."""
     share_critic_params: bool | None = None
     """One set of critic parameters for all agents of a group."""
+    network: str | None = None
+    """The body of every actor, critic and Q-network: ``"mlp"``, ``"deepsets"``, ``"gnn"``,
+    ``"cnn"``, ``"gru"`` or ``"lstm"`` (``None``: the algorithm's default, ``"mlp"``). Which
+    algorithm and env take which is in ``docs/basic/models.md``; a pair that cannot work is
+    refused when the algorithm is built, with the reason."""
 
     def validate(self) -> ModelConfig:
-        """Check the types of every field; return ``self``.
+        """Check the types of every field and the network name; return ``self``.
 
         Raises:
             TypeError: naming the field, the expected type and the given value.
+            ValueError: for a network name that is not one of ``NETWORKS``.
         """
         check_types(self, "model")
+        if self.network is not None and self.network not in NETWORKS:
+            raise ValueError(
+                f"model.network: expected one of {list(NETWORKS)} or None, got {self.network!r}"
+            )
         return self
 
     def algorithm_overrides(self, fields: set[str]) -> dict[str, Any]:
@@ -288,6 +306,8 @@ class ModelConfig:
             out["critic_cells"] = tuple(int(c) for c in self.critic_cells)
         if self.activation is not None:
             out["activation"] = self.activation
+        if self.network is not None:
+            out["network"] = self.network
         for name in ("share_policy_params", "share_critic_params"):
             value = getattr(self, name)
             if value is None:
@@ -311,7 +331,7 @@ def config_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) ->
         >>> config_from_dict(ModelConfig, {"cellz": [1]}, "model")
         Traceback (most recent call last):
         ...
-        ValueError: model: unknown field(s) ['cellz']; valid: ['activation', 'actor_cells', 'critic_cells', 'share_critic_params', 'share_policy_params']
+        ValueError: model: unknown field(s) ['cellz']; valid: ['activation', 'actor_cells', 'critic_cells', 'network', 'share_critic_params', 'share_policy_params']
     """
     if values is None:
         return cls()

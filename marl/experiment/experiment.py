@@ -47,6 +47,7 @@ from marl.algorithms import (
     TrainerCallback,
     compile_report,
     get_algorithm,
+    network_refusal,
 )
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, list_tasks, make_task
@@ -306,6 +307,12 @@ class Experiment:
             overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
         config = spec.make_config(overrides)
         fields = {f.name for f in dataclasses.fields(config) if f.init}
+        if self.model.network is not None:
+            why = network_refusal(name, self.model.network)
+            if why is not None:  # refused now, not once the env is made
+                raise ValueError(
+                    f"model.network={self.model.network!r}: algorithm {name!r} cannot use it: {why}"
+                )
         try:
             changes = self.model.algorithm_overrides(fields)
         except ValueError as err:  # e.g. model=large on mat, which has no MLP to size

@@ -65,6 +65,7 @@ def test_every_experiment_field_has_a_docstring():
 
 def test_model_maps_onto_each_algorithm():
     model = ModelConfig(actor_cells=[32, 32], critic_cells=[16], activation="relu")
+    network = ModelConfig(network="gnn")
     for name in list_algorithms():
         config = get_algorithm(name).config_cls()
         fields = {f.name for f in dataclasses.fields(config) if f.init}
@@ -73,6 +74,8 @@ def test_model_maps_onto_each_algorithm():
             with pytest.raises(ValueError, match=r"has no field\(s\) \['activation', 'cells'\]"):
                 model.algorithm_overrides(fields)
             continue
+        # every algorithm with an MLP to size also takes another body in its place
+        assert network.algorithm_overrides(fields) == {"network": "gnn"}
         changes = model.algorithm_overrides(fields)
         assert changes["activation"] == "relu"
         assert changes.get("actor_cells", changes.get("cells")) == (32, 32)
@@ -174,7 +177,17 @@ def test_defaults_come_from_the_dataclasses():
 
 
 @pytest.mark.parametrize(
-    "preset", ["experiment=debug", "experiment=gpu", "model=small", "model=large"]
+    "preset",
+    [
+        "experiment=debug",
+        "experiment=gpu",
+        "model=small",
+        "model=large",
+        "model=mlp",
+        "model=deepsets",
+        "model=gnn",
+        "model=cnn",
+    ],
 )
 def test_every_preset_composes_into_the_dataclass(preset):
     group = preset.split("=")[0]
@@ -189,7 +202,14 @@ def test_no_generated_yaml_is_left():
     """The dataclasses are registered directly: no YAML copy of their defaults to go stale."""
     assert not (CONF_DIR / "algorithm").exists()
     assert sorted(p.name for p in (CONF_DIR / "experiment").iterdir()) == ["debug.yaml", "gpu.yaml"]
-    assert sorted(p.name for p in (CONF_DIR / "model").iterdir()) == ["large.yaml", "small.yaml"]
+    assert sorted(p.name for p in (CONF_DIR / "model").iterdir()) == [
+        "cnn.yaml",
+        "deepsets.yaml",
+        "gnn.yaml",
+        "large.yaml",
+        "mlp.yaml",
+        "small.yaml",
+    ]
 
 
 def test_debug_preset_checks_actions_in_every_env():

@@ -1,0 +1,287 @@
+"""Which network body an algorithm's networks use, and the one place that builds it.
+
+Every actor, critic and Q-network the builders of ``_policies.py`` and ``_critics.py``
+make has a *body* chosen by the algorithm config's ``network`` field (``model.network``
+on the command line): :data:`NETWORKS` lists them. :func:`make_network` builds the
+body; :func:`check_network` (called by ``Algorithm.build`` for every group, before the
+group's builder) refuses an algorithm-network-group combination that cannot work,
+naming the algorithm, the network, the group and why. :func:`network_table` is the
+table of which algorithm takes which network (``docs/basic/models.md`` prints it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from torch import nn
+
+from marl.algorithms._groups import GroupInfo
+from marl.modules import MLP, MultiAgentMLP
+from marl.specs import Composite
+
+__all__ = [
+    "ACTIVATIONS",
+    "NETWORKS",
+    "activation_class",
+    "check_network",
+    "make_network",
+    "network_refusal",
+    "network_table",
+    "observation_shapes",
+]
+
+ACTIVATIONS: dict[str, type[nn.Module]] = {
+    "tanh": nn.Tanh,
+    "relu": nn.ReLU,
+    "elu": nn.ELU,
+    "silu": nn.SiLU,
+    "leaky_relu": nn.LeakyReLU,
+}
+
+
+def activation_class(name: str) -> type[nn.Module]:
+    """The activation class named ``name`` (see :data:`ACTIVATIONS`)."""
+    if name not in ACTIVATIONS:
+        raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
+    return ACTIVATIONS[name]
+
+
+NETWORKS: dict[str, str] = {
+    "mlp": "a multi-layer perceptron per agent (MultiAgentMLP): the default",
+    "deepsets": "per-agent encoder, pooled over the group's agents, then a decoder "
+    "(permutation-invariant)",
+    "gnn": "message passing between the group's agents over a complete or a distance graph",
+    "cnn": "a convolutional encoder per agent for image observations, then an MLP head",
+    "gru": "a GRU over time, its state kept in the TensorDict",
+    "lstm": "an LSTM over time, its state kept in the TensorDict",
+}
+"""The network bodies, by name, with one line each."""
+
+# Algorithms whose networks are not built by _policies/_critics: no ``network`` field.
+_NO_BODY = {
+    "mat": "mat is a transformer over the group's agents (MultiAgentTransformer, sized by "
+    "embed_dim and n_blocks); it has no MLP body to replace",
+}
+
+# Algorithm-level refusals, whatever the env: {algorithm: {network: why}}.
+_HAPPO_SLICES = (
+    "happo updates one agent's slice of the actor's parameters at a time, so every actor "
+    "parameter must be stacked over the agents and an agent's action must depend on its own "
+    "slice only"
+)
+_ALGORITHM_REFUSALS: dict[str, dict[str, str]] = {
+    "happo": {
+        "deepsets": _HAPPO_SLICES + "; a deepsets actor's action depends on every agent's "
+        "encoder through the pool",
+        "gnn": _HAPPO_SLICES + "; a gnn actor's action depends on the other agents' "
+        "parameters through the messages",
+        "cnn": _HAPPO_SLICES + "; a cnn's grouped convolutions stack the agents along "
+        "channels, not on a leading agent dim",
+    },
+}
+
+# The recurrent bodies (marl.algorithms._recurrent) train on sequences: the on-policy
+# actors (the critic stays an MLP) and the Q-learners take them.
+_RECURRENT = {"gru", "lstm"}
+_RECURRENT_ALGORITHMS = frozenset({"ppo", "a2c", "ippo", "mappo", "dqn", "iql", "vdn", "qmix"})
+_OFF_POLICY_ACTOR = (
+    "an off-policy actor-critic replays single transitions, and its critic's target reads "
+    "the actor's action at the next step; a recurrent actor would need both networks "
+    "unrolled over replayed sequences from stored states, which is built for the "
+    "Q-learners (dqn, iql, vdn, qmix) only"
+)
+_RECURRENT_REFUSALS = {
+    **dict.fromkeys(("ddpg", "td3", "sac", "iddpg", "maddpg", "isac", "masac"), _OFF_POLICY_ACTOR),
+    "happo": "happo updates one agent's slice of a per-agent (stacked) actor at a time, "
+    "while a recurrent actor is one cell shared by the group's agents",
+    "pqn": "pqn trains on single steps of the collected batch (lambda-returns, no replay); "
+    "sequence training is not built for it",
+    "pqn_vdn": "pqn_vdn trains on single steps of the collected batch (lambda-returns, no "
+    "replay); sequence training is not built for it",
+}
+
+
+def network_refusal(algorithm: str, network: str) -> str | None:
+    """Why ``algorithm`` cannot take ``network`` whatever the env, or ``None`` if it can.
+
+    Examples:
+        >>> network_refusal("mappo", "gnn") is None
+        True
+        >>> network_refusal("mat", "mlp")
+        "mat is a transformer over the group's agents (MultiAgentTransformer, sized by embed_dim and n_blocks); it has no MLP body to replace"
+    """
+    if network not in NETWORKS:
+        return f"unknown network {network!r}; expected one of {list(NETWORKS)}"
+    if algorithm in _NO_BODY:
+        return _NO_BODY[algorithm]
+    if network in _RECURRENT and algorithm not in _RECURRENT_ALGORITHMS:
+        return _RECURRENT_REFUSALS.get(
+            algorithm,
+            f"a {network} body is built for {sorted(_RECURRENT_ALGORITHMS)}, not for {algorithm!r}",
+        )
+    return _ALGORITHM_REFUSALS.get(algorithm, {}).get(network)
+
+
+def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
+    """The group's observation leaves and their per-agent shapes (env batch and agent dims
+    removed): ``{"observation": shape}``, or one entry per leaf of a named observation."""
+    spec, lead = info.observation_spec, info.feature_dims
+    if isinstance(spec, Composite):
+        return {
+            "/".join(k if isinstance(k, tuple) else (k,)): tuple(spec[k].shape[lead:])
+            for k in spec.keys(include_nested=True, leaves_only=True)
+        }
+    return {"observation": tuple(spec.shape[lead:])}
+
+
+def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
+    """Why ``network`` cannot serve this group (its env), or ``None``."""
+    if network == "mlp":
+        return None
+    if network in _RECURRENT:
+        shared = getattr(config, "share_policy_params", getattr(config, "share_params", True))
+        if info.name is not None and not shared:
+            return (
+                f"a {network} network is one cell shared by the group's agents (each agent "
+                "its own hidden state); per-agent parameters are not built: set "
+                "share_policy_params=True"
+            )
+        return None
+    if network == "cnn":
+        shapes = observation_shapes(info)
+        images = [k for k, shape in shapes.items() if len(shape) == 3]
+        if len(images) != 1:
+            return (
+                "a cnn reads one image observation per agent, [C, H, W] or [H, W, C], but the "
+                f"group's observations have per-agent shapes {shapes}"
+            )
+    if network in ("deepsets", "gnn") and info.name is None:
+        what = "pool over" if network == "deepsets" else "pass messages between"
+        return f"a single-agent env (its root group) has no agents to {what}: use mlp"
+    if network in ("deepsets", "gnn", "cnn") and hasattr(config, "critic_scope"):
+        # a centralized critic: the body must read the group's own per-agent observations
+        if getattr(config, "use_state", False) and info.has_state:
+            return (
+                "the centralized critic reads the env's global 'state', which has no agent "
+                f"dim for a {network} body: set use_state=False to read the group's agents"
+            )
+        if config.critic_scope == "all" and len(info.groups) > 1:
+            return (
+                "critic_scope='all' feeds the centralized critic every group's agents, whose "
+                f"observations differ in shape; a {network} body reads one group's agents: "
+                "set critic_scope='group'"
+            )
+    return None
+
+
+def check_network(algorithm: str, info: GroupInfo, config: Any) -> None:
+    """Refuse a network body that cannot work for ``algorithm`` on this group.
+
+    Args:
+        algorithm: the algorithm's registry name.
+        info: the group.
+        config: the algorithm config; its ``network`` field names the body (a config
+            without one takes none, and is not checked).
+
+    Raises:
+        ValueError: naming the algorithm, the network, the group and why.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.algorithms.ppo import PPOConfig
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> check_network("ppo", info, PPOConfig(network="gnn"))
+        Traceback (most recent call last):
+        ...
+        ValueError: algorithm 'ppo' cannot use network 'gnn' for group 'root': a single-agent env (its root group) has no agents to pass messages between: use mlp
+    """
+    network = getattr(config, "network", None)
+    if network is None:
+        return
+    why = network_refusal(algorithm, network) or _group_refusal(info, network, config)
+    if why is not None:
+        raise ValueError(
+            f"algorithm {algorithm!r} cannot use network {network!r} for group "
+            f"{info.label!r}: {why}"
+        )
+
+
+def network_table(algorithms: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``{algorithm: {network: "yes" or why not}}``, whatever the env (see ``check_network``
+    for what a group adds: deepsets and gnn need agents, cnn image observations).
+
+    Examples:
+        >>> network_table(["mappo", "mat"])["mat"]["gnn"].startswith("mat is a transformer")
+        True
+    """
+    return {a: {n: network_refusal(a, n) or "yes" for n in NETWORKS} for a in sorted(algorithms)}
+
+
+def make_network(
+    info: GroupInfo,
+    in_features: int,
+    out_features: int,
+    cells: Sequence[int],
+    activation: str,
+    *,
+    network: str = "mlp",
+    centralized: bool = False,
+    share_params: bool = True,
+    layer_norm: bool = False,
+) -> nn.Module:
+    """The body of one of the group's networks: the one place that picks it.
+
+    Input ``[*B, n_agents, in_features]`` for a group (``[*B, in_features]`` for the
+    root of a single-agent env), output ``[*B, n_agents, out_features]``.
+
+    Args:
+        info: the group.
+        in_features: input features per agent (all of them concatenated).
+        out_features: outputs per agent.
+        cells: hidden widths.
+        activation: activation name (see :data:`ACTIVATIONS`).
+        network: the body, one of :data:`NETWORKS`.
+        centralized: every agent's output depends on every agent's input (a critic).
+        share_params: one set of parameters for every agent of the group.
+        layer_norm: normalize the hidden layers (PQN's Q-networks).
+
+    Returns:
+        ``MLP`` for the root, ``MultiAgentMLP`` for a group with ``network="mlp"``.
+
+    Raises:
+        ValueError: for a network that is not one of :data:`NETWORKS`.
+
+    Examples:
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> type(make_network(info, 6, 2, [16], "tanh")).__name__
+        'MultiAgentMLP'
+    """
+    if network not in NETWORKS:
+        raise ValueError(f"unknown network {network!r}; expected one of {list(NETWORKS)}")
+    act = activation_class(activation)
+    if network == "mlp":
+        if info.name is None:
+            return MLP(
+                in_features,
+                out_features,
+                num_cells=list(cells),
+                activation=act,
+                device=info.device,
+                layer_norm=layer_norm,
+            )
+        return MultiAgentMLP(
+            in_features,
+            out_features,
+            info.n_agents,
+            centralized=centralized,
+            share_params=share_params,
+            num_cells=list(cells),
+            activation=act,
+            device=info.device,
+            layer_norm=layer_norm,
+        )
+    raise ValueError(f"network {network!r}: {network_refusal('', network) or 'not built yet'}")
