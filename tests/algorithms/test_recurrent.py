@@ -22,8 +22,7 @@ def _env(seed: int = 0) -> TransformedEnv:
 def _collect(algorithm: str, network: str, **config):
     torch.manual_seed(0)
     env = _env()
-    cfg = get_algorithm(algorithm).config_cls(actor_cells=(16,), **config)
-    cfg.network = network
+    cfg = get_algorithm(algorithm).config_cls(network=network, actor_cells=(16,), **config)
     algo = Algorithm(algorithm, config=cfg).build(env, seed=0)
     collector = Collector(env, algo.policy, frames_per_batch=3 * STEPS)
     batch = collector.rollout()
@@ -138,8 +137,7 @@ def test_env_step_keeps_what_the_policy_wrote_under_next():
 def test_trainer_refuses_a_recurrent_policy_on_an_env_without_init_tracker():
     from marl.algorithms import Trainer
 
-    cfg = get_algorithm("ippo").config_cls()
-    cfg.network = "gru"
+    cfg = get_algorithm("ippo").config_cls(network="gru")
     algo = Algorithm("ippo", config=cfg).build(_env(), seed=0)
     assert algo.recurrent
     with pytest.raises(ValueError, match="InitTracker"):
@@ -160,9 +158,8 @@ def test_unrolled_q_values_equal_step_by_step_ones(algorithm, network):
     torch.manual_seed(0)
     env = _env()
     cfg = get_algorithm(algorithm).config_cls(
-        cells=(16,), sequence_length=5, batch_size=40, learning_starts=0
+        network=network, cells=(16,), sequence_length=5, batch_size=40, learning_starts=0
     )
-    cfg.network = network
     # the picker group has discrete actions (and an agent mask); the walker is continuous
     algo = Algorithm({"picker": algorithm, "walker": "ippo"}, config={"picker": cfg})
     algo.build(env, seed=0)
@@ -198,3 +195,43 @@ def test_unrolled_q_values_equal_step_by_step_ones(algorithm, network):
     # and the learner trains on such slices
     logs = learner.updater.update(batch)
     assert logs and all(torch.isfinite(torch.tensor(v)) for v in logs.values())
+
+
+def test_export_refuses_a_recurrent_policy():
+    from marl.export import tensor_policy
+
+    cfg = get_algorithm("ippo").config_cls(network="lstm")
+    algo = Algorithm("ippo", config=cfg).build(_env(), seed=0)
+    with pytest.raises(ValueError, match=r"'walker' policy is recurrent \(lstm\).*stateless"):
+        tensor_policy(algo, "walker")
+
+
+def test_an_experiment_with_a_recurrent_model_tracks_episode_starts_and_resumes(tmp_path):
+    from marl.experiment import Experiment
+
+    def task(num_envs, seed, device):
+        return MultiAgentFakeEnv(num_envs=num_envs, seed=seed)
+
+    config = dict(
+        num_envs=2,
+        frames_per_batch=40,
+        total_frames=80,
+        evaluation_interval=40,
+        evaluation_episodes=2,
+        checkpoint_interval=40,
+        render=False,
+        progress=False,
+        save_folder=str(tmp_path),
+    )
+    exp = Experiment(task, "mappo", task_name="fake/x", config=config, model={"network": "gru"})
+    assert exp.recurrent and "is_init" in exp.make_env(2, 0).observation_spec.keys()
+    plain = Experiment(task, "mappo", task_name="fake/x", config=config)
+    assert not plain.recurrent and "is_init" not in plain.make_env(2, 0).observation_spec.keys()
+    exp.run()
+    assert exp.trainer.algorithm.recurrent
+    # the hidden state is per-step data: a checkpoint holds parameters only, and loads
+    state = exp.trainer.algorithm.state_dict()
+    assert not any("rnn_h" in k or k.endswith("actor_rnn") for k in state)
+    again = Experiment(task, "mappo", task_name="fake/x", config=config, model={"network": "gru"})
+    again.algorithm.build(again.make_env(2, 0), seed=0)
+    again.algorithm.load_state_dict(state)
