@@ -36,6 +36,13 @@ CASES = {
     "mat-navigation": ("mat", "vmas/navigation", {"num_envs": 2}, ("pt2", "onnx")),
     "ppo-cartpole": ("ppo", "gymnasium/cartpole", {"num_envs": 2}, ("pt2",)),
     "iql-tictactoe": ("iql", "pettingzoo/tictactoe", {}, ("pt2", "onnx")),
+    # the bodies over a group's agents: a pool, and messages over a distance graph
+    "ippo-deepsets-navigation": ("ippo", "vmas/navigation", {"num_envs": 2}, ("pt2", "onnx")),
+    "mappo-gnn-navigation": ("mappo", "vmas/navigation", {"num_envs": 2}, ("pt2", "onnx")),
+}
+CONFIGS = {
+    "ippo-deepsets-navigation": {"network": "deepsets"},
+    "mappo-gnn-navigation": {"network": "gnn", "gnn_radius": 0.5},
 }
 
 
@@ -46,7 +53,7 @@ def _build(name):
         pytest.importorskip("onnxruntime")
     env = make_task(task, **overrides)
     torch.manual_seed(0)
-    return env, Algorithm(algorithm).build(env, seed=0), formats
+    return env, Algorithm(algorithm, CONFIGS.get(name)).build(env, seed=0), formats
 
 
 @pytest.fixture(scope="module", params=sorted(CASES))

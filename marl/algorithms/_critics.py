@@ -3,7 +3,9 @@
 MAPPO's ``V``, MADDPG's and MASAC's ``Q`` read the env's global ``"state"``, the
 group's agents (``critic_scope="group"``) or every group's agents, whatever
 their observation shapes (``critic_scope="all"``), and give each agent of the
-group one output (``MultiAgentMLP``, parameters shared or per agent).
+group one output (``MultiAgentMLP``, parameters shared or per agent). With another
+body (``network="deepsets"``, ``"gnn"``, ``"cnn"``) the critic reads the group's agents
+apart, each its observation (and action), and the body pools them.
 """
 
 from __future__ import annotations
@@ -17,8 +19,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import activation_class, make_network
-from marl.algorithms._policies import _action_dim
+from marl.algorithms._networks import NetworkSpec, activation_class, make_network
+from marl.algorithms._policies import _action_dim, group_module, observation_inputs
 from marl.modules import MLP
 from marl.specs import Composite
 
@@ -129,7 +131,7 @@ def centralized_critic(
     scope: str = "group",
     use_state: bool = True,
     share_params: bool = True,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """A critic that sees the whole group (or every group), one output per agent.
 
@@ -168,8 +170,26 @@ def centralized_critic(
         keys.append(info.key("action"))
         ndims.append(len(info.action_shape) + 1)
         size += info.n_agents * _action_dim(info)
-    if network != "mlp":
-        raise ValueError(f"network {network!r}: not built yet for centralized critics")
+    spec = network if isinstance(network, NetworkSpec) else NetworkSpec(name=network)
+    if spec.name != "mlp":
+        # deepsets, gnn, cnn: the group's agents stay apart, each with its observation
+        # (and action); the body pools them (check_network refuses a state or every group)
+        in_keys, obs_ndims, in_size = observation_inputs(info)
+        if with_action:
+            in_keys.append(info.key("action"))
+            obs_ndims.append(len(info.action_shape))
+            in_size += _action_dim(info)
+        net = make_network(
+            info,
+            in_size,
+            out_features,
+            cells,
+            activation,
+            network=spec,
+            centralized=True,
+            share_params=share_params,
+        )
+        return group_module(info, net, in_keys, obs_ndims, [info.key(out_key)])
     if share_params:
         # one MLP on the group's joint input, its output shared by the agents
         act = activation_class(activation)

@@ -11,22 +11,27 @@ table of which algorithm takes which network (``docs/basic/models.md`` prints it
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+import torch
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.modules import MLP, MultiAgentMLP
+from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
 
 __all__ = [
     "ACTIVATIONS",
     "NETWORKS",
+    "NetworkSpec",
     "activation_class",
     "check_network",
     "make_network",
     "network_refusal",
+    "network_spec",
     "network_table",
     "observation_shapes",
 ]
@@ -102,6 +107,37 @@ _RECURRENT_REFUSALS = {
 }
 
 
+@dataclass(frozen=True)
+class NetworkSpec:
+    """The body an algorithm config asks for: its name and the options of the ``gnn``.
+
+    Args:
+        name: one of :data:`NETWORKS`.
+        gnn_radius: ``gnn`` only: connect the agents within this distance of each other
+            (``None``: a complete graph).
+        gnn_position: ``gnn`` only: ``(start, stop)``, the observation features that hold
+            each agent's position (VMAS: ``(0, 2)``, every scenario's first entries).
+
+    Examples:
+        >>> from marl.algorithms.ppo import PPOConfig
+        >>> network_spec(PPOConfig(network="gnn", gnn_radius=0.5))
+        NetworkSpec(name='gnn', gnn_radius=0.5, gnn_position=(0, 2))
+    """
+
+    name: str = "mlp"
+    gnn_radius: float | None = None
+    gnn_position: tuple[int, int] = (0, 2)
+
+
+def network_spec(config: Any) -> NetworkSpec:
+    """The :class:`NetworkSpec` of an algorithm config (its ``network`` and ``gnn_*`` fields)."""
+    return NetworkSpec(
+        name=getattr(config, "network", "mlp"),
+        gnn_radius=getattr(config, "gnn_radius", None),
+        gnn_position=tuple(getattr(config, "gnn_position", (0, 2))),
+    )
+
+
 def network_refusal(algorithm: str, network: str) -> str | None:
     """Why ``algorithm`` cannot take ``network`` whatever the env, or ``None`` if it can.
 
@@ -159,6 +195,16 @@ def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
     if network in ("deepsets", "gnn") and info.name is None:
         what = "pool over" if network == "deepsets" else "pass messages between"
         return f"a single-agent env (its root group) has no agents to {what}: use mlp"
+    if network == "gnn" and getattr(config, "gnn_radius", None) is not None:
+        radius, position = config.gnn_radius, tuple(config.gnn_position)
+        size = sum(math.prod(shape) for shape in observation_shapes(info).values())
+        if not radius > 0:
+            return f"gnn_radius must be > 0 (or None for a complete graph), got {radius!r}"
+        if len(position) != 2 or not 0 <= position[0] < position[1] <= size:
+            return (
+                f"gnn_position must be (start, stop) within the group's {size} observation "
+                f"features (where each agent's position is), got {position}"
+            )
     if network in ("deepsets", "gnn", "cnn") and hasattr(config, "critic_scope"):
         # a centralized critic: the body must read the group's own per-agent observations
         if getattr(config, "use_state", False) and info.has_state:
@@ -219,6 +265,32 @@ def network_table(algorithms: Sequence[str]) -> dict[str, dict[str, str]]:
     return {a: {n: network_refusal(a, n) or "yes" for n in NETWORKS} for a in sorted(algorithms)}
 
 
+def image_layout(shape: Sequence[int]) -> bool:
+    """Whether a per-agent image of ``shape`` is stored channels-last, ``[H, W, C]``.
+
+    The channels are the smaller end dim: ``[10, 10, 5]`` (MAgent2) and ``[88, 88, 3]``
+    (Melting Pot) are ``[H, W, C]``, ``[3, 84, 84]`` is ``[C, H, W]``; a tie (``[5, 5, 5]``)
+    is read as torch's ``[C, H, W]``.
+
+    Examples:
+        >>> image_layout((10, 10, 5)), image_layout((3, 84, 84))
+        (True, False)
+    """
+    return shape[2] < shape[0]
+
+
+def _image_slice(info: GroupInfo) -> tuple[tuple[int, ...], tuple[int, int]]:
+    """The group's image observation: its per-agent shape and its features in the
+    concatenated observation (the builders concatenate the leaves in spec order)."""
+    start = 0
+    for shape in observation_shapes(info).values():
+        size = math.prod(shape)
+        if len(shape) == 3:
+            return shape, (start, start + size)
+        start += size
+    raise ValueError(f"group {info.label!r} has no image observation for a cnn")
+
+
 def make_network(
     info: GroupInfo,
     in_features: int,
@@ -226,7 +298,7 @@ def make_network(
     cells: Sequence[int],
     activation: str,
     *,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
     centralized: bool = False,
     share_params: bool = True,
     layer_norm: bool = False,
@@ -234,7 +306,10 @@ def make_network(
     """The body of one of the group's networks: the one place that picks it.
 
     Input ``[*B, n_agents, in_features]`` for a group (``[*B, in_features]`` for the
-    root of a single-agent env), output ``[*B, n_agents, out_features]``.
+    root of a single-agent env), output ``[*B, n_agents, out_features]``. The
+    ``deepsets`` and ``gnn`` bodies also take the agents present, ``mask=[*B, n_agents]``
+    (their ``takes_mask`` is True); the ``cnn`` body finds the image in its input where
+    the group's observation puts it (the builders put the observation leaves first).
 
     Args:
         info: the group.
@@ -242,16 +317,18 @@ def make_network(
         out_features: outputs per agent.
         cells: hidden widths.
         activation: activation name (see :data:`ACTIVATIONS`).
-        network: the body, one of :data:`NETWORKS`.
+        network: the body, one of :data:`NETWORKS`, or a :class:`NetworkSpec`.
         centralized: every agent's output depends on every agent's input (a critic).
         share_params: one set of parameters for every agent of the group.
         layer_norm: normalize the hidden layers (PQN's Q-networks).
 
     Returns:
-        ``MLP`` for the root, ``MultiAgentMLP`` for a group with ``network="mlp"``.
+        ``MLP`` for the root, ``MultiAgentMLP``, ``MultiAgentDeepSets``,
+        ``MultiAgentGNN`` or ``MultiAgentCNN`` for a group.
 
     Raises:
-        ValueError: for a network that is not one of :data:`NETWORKS`.
+        ValueError: for a network that is not one of :data:`NETWORKS`, or one that cannot
+            serve the group (see :func:`check_network`).
 
     Examples:
         >>> from marl.algorithms.base import group_infos
@@ -259,12 +336,17 @@ def make_network(
         >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
         >>> type(make_network(info, 6, 2, [16], "tanh")).__name__
         'MultiAgentMLP'
+        >>> type(make_network(info, 6, 2, [16], "tanh", network="gnn")).__name__
+        'MultiAgentGNN'
     """
-    if network not in NETWORKS:
-        raise ValueError(f"unknown network {network!r}; expected one of {list(NETWORKS)}")
+    spec = network if isinstance(network, NetworkSpec) else NetworkSpec(name=network)
+    name = spec.name
+    if name not in NETWORKS:
+        raise ValueError(f"unknown network {name!r}; expected one of {list(NETWORKS)}")
     act = activation_class(activation)
-    if network == "mlp":
-        if info.name is None:
+    root = info.name is None
+    if name == "mlp":
+        if root:
             return MLP(
                 in_features,
                 out_features,
@@ -284,4 +366,50 @@ def make_network(
             device=info.device,
             layer_norm=layer_norm,
         )
-    raise ValueError(f"network {network!r}: {network_refusal('', network) or 'not built yet'}")
+    why = network_refusal("", name) or _group_refusal(info, name, None)
+    if why is not None:
+        raise ValueError(f"network {name!r} for group {info.label!r}: {why}")
+    common = dict(
+        centralized=centralized,
+        share_params=share_params,
+        num_cells=list(cells),
+        activation=act,
+        device=info.device,
+    )
+    if name == "deepsets":
+        return MultiAgentDeepSets(
+            in_features, out_features, info.n_agents, layer_norm=layer_norm, **common
+        )
+    if name == "gnn":
+        return MultiAgentGNN(
+            in_features,
+            out_features,
+            info.n_agents,
+            position=spec.gnn_position if spec.gnn_radius is not None else None,
+            radius=spec.gnn_radius,
+            layer_norm=layer_norm,
+            **common,
+        )
+    # cnn: the root's image is one agent's
+    shape, image = _image_slice(info)
+    body = MultiAgentCNN(
+        in_features,
+        out_features,
+        1 if root else info.n_agents,
+        image_shape=shape,
+        image=image,
+        channels_last=image_layout(shape),
+        **common,
+    )
+    return _RootAgent(body) if root else body
+
+
+class _RootAgent(nn.Module):
+    """A one-agent body on the root's ``[*B, F]``: an agent dim added, then removed."""
+
+    def __init__(self, body: nn.Module) -> None:
+        super().__init__()
+        self.body = body
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.body(x.unsqueeze(-2)).squeeze(-2)

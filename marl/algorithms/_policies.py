@@ -28,7 +28,7 @@ from torch import distributions as D
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import ACTIVATIONS, activation_class, make_network
+from marl.algorithms._networks import ACTIVATIONS, NetworkSpec, activation_class, make_network
 from marl.modules import MaskedCategorical, OneHotCategorical, TanhNormal
 from marl.specs import Bounded, Categorical, Composite, OneHot
 
@@ -40,6 +40,7 @@ __all__ = [
     "action_bounds",
     "activation_class",
     "deterministic_actor",
+    "group_module",
     "make_network",
     "observation_inputs",
     "q_value_network",
@@ -65,22 +66,53 @@ class _CatNet(nn.Module):
 
     ``feature_ndims[i]`` trailing dims of input ``i`` are its features; they are
     flattened, so the same module works on ``[*B, T, ...]`` and flattened batches.
+    With ``mask=True`` the last input is the group's agents present (``[*B, n_agents]``),
+    given to ``net`` as ``mask`` (the ``deepsets`` and ``gnn`` bodies leave absent agents
+    out of their pools and messages).
     """
 
-    def __init__(self, net: nn.Module, feature_ndims: Sequence[int], post: nn.Module | None = None):
+    def __init__(
+        self,
+        net: nn.Module,
+        feature_ndims: Sequence[int],
+        post: nn.Module | None = None,
+        *,
+        mask: bool = False,
+    ):
         super().__init__()
         self.net = net
         self.feature_ndims = tuple(feature_ndims)
         self.post = post
+        self.mask = mask
 
     def forward(self, *xs: torch.Tensor) -> torch.Tensor:
+        mask = None
+        if self.mask:
+            *xs, mask = xs
         parts = []
         for x, nd in zip(xs, self.feature_ndims):
             if nd != 1:
                 x = x.reshape(*x.shape[: x.ndim - nd], -1)
             parts.append(x.to(torch.get_default_dtype()) if not x.is_floating_point() else x)
-        out = self.net(parts[0] if len(parts) == 1 else torch.cat(parts, -1))
+        h = parts[0] if len(parts) == 1 else torch.cat(parts, -1)
+        out = self.net(h) if mask is None else self.net(h, mask=mask)
         return out if self.post is None else self.post(out)
+
+
+def group_module(
+    info: GroupInfo,
+    net: nn.Module,
+    in_keys: Sequence[NestedKey],
+    feature_ndims: Sequence[int],
+    out_keys: Sequence[NestedKey],
+    post: nn.Module | None = None,
+) -> TensorDictModule:
+    """``net`` on the concatenated ``in_keys``, written to ``out_keys``; a body that pools or
+    passes messages over the agents (``takes_mask``) also reads the group's ``mask`` when
+    the env writes one."""
+    mask = bool(getattr(net, "takes_mask", False)) and info.has_agent_mask
+    keys = [*in_keys, info.key("mask")] if mask else list(in_keys)
+    return TensorDictModule(_CatNet(net, feature_ndims, post, mask=mask), keys, list(out_keys))
 
 
 class _Scale(nn.Module):
@@ -142,7 +174,7 @@ def stochastic_actor(
     *,
     share_params: bool = True,
     log_prob_key: str = "action_log_prob",
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> ProbabilisticTensorDictSequential:
     """A sampling policy writing the group's ``action`` and its log-probability.
 
@@ -171,8 +203,8 @@ def stochastic_actor(
         net = make_network(
             info, in_size, 2 * dim, cells, activation, network=network, share_params=share_params
         )
-        body = TensorDictModule(
-            _CatNet(net, ndims, NormalParamExtractor()), in_keys, [key("loc"), key("scale")]
+        body = group_module(
+            info, net, in_keys, ndims, [key("loc"), key("scale")], NormalParamExtractor()
         )
         dist_in = {"loc": key("loc"), "scale": key("scale")}
         if isinstance(spec, Bounded):
@@ -190,7 +222,7 @@ def stochastic_actor(
             network=network,
             share_params=share_params,
         )
-        body = TensorDictModule(_CatNet(net, ndims), in_keys, [key("logits")])
+        body = group_module(info, net, in_keys, ndims, [key("logits")])
         dist_in = {"logits": key("logits")}
         if info.has_action_mask:
             dist_in["mask"] = key("action_mask")
@@ -217,7 +249,7 @@ def deterministic_actor(
     activation: str,
     *,
     share_params: bool = True,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``a = low + (tanh(net(obs)) + 1) * (high - low) / 2`` for DDPG/TD3."""
     in_keys, ndims, in_size = observation_inputs(info)
@@ -231,7 +263,7 @@ def deterministic_actor(
         network=network,
         share_params=share_params,
     )
-    return TensorDictModule(_CatNet(net, ndims, _Scale(low, high)), in_keys, [info.key("action")])
+    return group_module(info, net, in_keys, ndims, [info.key("action")], _Scale(low, high))
 
 
 def state_value_critic(
@@ -241,7 +273,7 @@ def state_value_critic(
     *,
     centralized: bool = False,
     share_params: bool = True,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``V(s)`` written to the group's ``state_value`` (``[*B, (n_agents,) 1]``)."""
     in_keys, ndims, in_size = observation_inputs(info)
@@ -255,7 +287,7 @@ def state_value_critic(
         centralized=centralized,
         share_params=share_params,
     )
-    return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("state_value")])
+    return group_module(info, net, in_keys, ndims, [info.key("state_value")])
 
 
 def state_action_value_critic(
@@ -265,7 +297,7 @@ def state_action_value_critic(
     *,
     centralized: bool = False,
     share_params: bool = True,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, a)`` from observation and continuous action, written to ``state_action_value``."""
     in_keys, ndims, in_size = observation_inputs(info)
@@ -280,9 +312,11 @@ def state_action_value_critic(
         centralized=centralized,
         share_params=share_params,
     )
-    return TensorDictModule(
-        _CatNet(net, [*ndims, act_nd]),
+    return group_module(
+        info,
+        net,
         [*in_keys, info.key("action")],
+        [*ndims, act_nd],
         [info.key("state_action_value")],
     )
 
@@ -294,7 +328,7 @@ def q_value_network(
     *,
     share_params: bool = True,
     layer_norm: bool = False,
-    network: str = "mlp",
+    network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, .)`` over every discrete action, written to ``action_value``."""
     in_keys, ndims, in_size = observation_inputs(info)
@@ -308,7 +342,7 @@ def q_value_network(
         share_params=share_params,
         layer_norm=layer_norm,
     )
-    return TensorDictModule(_CatNet(net, ndims), in_keys, [info.key("action_value")])
+    return group_module(info, net, in_keys, ndims, [info.key("action_value")])
 
 
 class GreedyAction(TensorDictModuleBase):

@@ -21,7 +21,7 @@ which is what makes training on collected sequences on-policy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import torch
 from tensordict import TensorDictBase
@@ -37,6 +37,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms._networks import NetworkSpec, network_spec
 from marl.envs.common import EnvBase
 from marl.modules import (
     GRUModule,
@@ -75,8 +76,8 @@ class RecurrentModules(NamedTuple):
     """Unrolls ``[*B, T]`` sequences from each one's first stored state (training)."""
 
 
-def critic_network(network: str) -> str:
-    """The body of a policy-gradient critic next to a ``network`` actor.
+def critic_network(config: Any) -> NetworkSpec:
+    """The body of a policy-gradient critic next to the config's actor.
 
     A recurrent actor keeps an MLP critic: the critic's values are computed on the
     whole batch after collection (GAE), so a recurrent critic would need its own state
@@ -84,10 +85,12 @@ def critic_network(network: str) -> str:
     needs. Any other body is the critic's too.
 
     Examples:
-        >>> critic_network("gru"), critic_network("mlp")
+        >>> from marl.algorithms.ppo import PPOConfig
+        >>> critic_network(PPOConfig(network="gru")).name, critic_network(PPOConfig()).name
         ('mlp', 'mlp')
     """
-    return "mlp" if network in RECURRENT_NETWORKS else network
+    spec = network_spec(config)
+    return NetworkSpec(name="mlp") if spec.name in RECURRENT_NETWORKS else spec
 
 
 def is_recurrent(module: nn.Module) -> bool:

@@ -54,6 +54,12 @@ class A2CConfig:
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
     sequence_length: int | None = None
@@ -85,7 +91,7 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         c.critic_cells,
         c.activation,
         share_params=c.share_params,
-        network=critic_network(c.network),
+        network=critic_network(c),
     )
     loss = A2CLoss(
         actor,

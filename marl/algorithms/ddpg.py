@@ -13,6 +13,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._learners import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.modules import AdditiveGaussian
@@ -46,6 +47,12 @@ class DDPGConfig(OffPolicyConfig):
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -93,11 +100,11 @@ def build_ddpg(
     """
     c = config
     actor = deterministic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     if value_network is None:
         value_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+            info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
         )
     loss = DDPGLoss(actor, value_network, gamma=c.gamma, loss_function=c.loss_function)
     loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._learners import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_network
 from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
@@ -52,6 +53,12 @@ class DQNConfig(OffPolicyConfig):
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
     sequence_length: int = 16
@@ -131,7 +138,7 @@ def q_networks(
             step = MaskedAgentValues(step, info)
         return SequenceQValues(sequence, info, mask=mask), step, c.sequence_length
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, network=c.network
+        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     if mask:
         qnet = MaskedAgentValues(qnet, info)

@@ -33,6 +33,7 @@ from tensordict import TensorDictBase
 from marl.algorithms._agent_adam import AgentAdam
 from marl.algorithms._critics import centralized_critic
 from marl.algorithms._learners import _Stats, clip_grad_norm_per_group_
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.mappo import MAPPOConfig
@@ -289,7 +290,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         )
     c = config
     actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=False, network=c.network
+        info, c.actor_cells, c.activation, share_params=False, network=network_spec(c)
     )
     critic = centralized_critic(
         info,
@@ -299,7 +300,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=c.network,
+        network=network_spec(c),
     )
     loss = HAPPOLoss(
         actor,

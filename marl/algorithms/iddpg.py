@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_action_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import DDPGConfig, build_ddpg
@@ -55,7 +56,11 @@ def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
     """
     c = config
     critic = state_action_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params, network=c.network
+        info,
+        c.critic_cells,
+        c.activation,
+        share_params=c.share_critic_params,
+        network=network_spec(c),
     )
     return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 

@@ -73,7 +73,7 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
         c.critic_cells,
         c.activation,
         share_params=c.share_critic_params,
-        network=critic_network(c.network),
+        network=critic_network(c),
     )
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 

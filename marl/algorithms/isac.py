@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network, state_action_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.sac import SACConfig, build_sac
@@ -56,7 +57,11 @@ def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
     c = config
     make = state_action_value_critic if info.action_space == "continuous" else q_value_network
     qnet = make(
-        info, c.critic_cells, c.activation, share_params=c.share_critic_params, network=c.network
+        info,
+        c.critic_cells,
+        c.activation,
+        share_params=c.share_critic_params,
+        network=network_spec(c),
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="isac")
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._networks import network_spec
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.iddpg import IDDPGConfig
@@ -64,7 +65,7 @@ def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=c.network,
+        network=network_spec(c),
     )
     return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 

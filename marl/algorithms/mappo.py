@@ -65,7 +65,7 @@ def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=critic_network(c.network),
+        network=critic_network(c),
     )
     return build_ppo(info, c, critic=critic, algorithm="mappo")
 

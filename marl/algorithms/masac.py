@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._networks import network_spec
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.isac import ISACConfig
 from marl.algorithms.sac import build_sac
@@ -67,7 +68,7 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=c.network,
+        network=network_spec(c),
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 

@@ -15,6 +15,7 @@ from typing import Any
 from torch import nn
 
 from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
     RECURRENT_NETWORKS,
@@ -71,6 +72,12 @@ class PPOConfig:
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
     sequence_length: int | None = None
@@ -148,7 +155,7 @@ def actor_and_policy(info: GroupInfo, config: Any) -> tuple[nn.Module, nn.Module
         )
         return actor, policy
     actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     return actor, None
 
@@ -187,7 +194,7 @@ def build_ppo(
             c.critic_cells,
             c.activation,
             share_params=c.share_params,
-            network=critic_network(c.network),
+            network=critic_network(c),
         )
     loss = PPOLoss(
         actor,

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.modules import EGreedy
@@ -67,6 +68,12 @@ class PQNConfig:
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     layer_norm: bool = True
     """Layer normalization after each hidden layer: what lets PQN drop the target network."""
     share_policy_params: bool = True
@@ -177,7 +184,7 @@ def build_pqn(info: GroupInfo, config: PQNConfig) -> GroupLearner:
         c.activation,
         share_params=c.share_params,
         layer_norm=c.layer_norm,
-        network=c.network,
+        network=network_spec(c),
     )
     return pqn_learner(info, c, qnet=qnet, team=False, algorithm="pqn")
 

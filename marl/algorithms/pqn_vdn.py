@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from tensordict.nn import TensorDictModuleBase
 
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.pqn import PQNConfig, pqn_learner
@@ -61,7 +62,7 @@ def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:
         c.activation,
         share_params=c.share_params,
         layer_norm=c.layer_norm,
-        network=c.network,
+        network=network_spec(c),
     )
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from torch import nn
 
 from marl.algorithms._learners import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network, state_action_value_critic, stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.objectives import DiscreteSACLoss, SACLoss, SoftUpdate
@@ -48,6 +49,12 @@ class SACConfig(OffPolicyConfig):
     network: str = "mlp"
     """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
     ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
+    gnn_radius: float | None = None
+    """``network="gnn"``: connect the agents within this distance of each other (``None``:
+    a complete graph, every agent hears every other)."""
+    gnn_position: tuple[int, ...] = (0, 2)
+    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
+    that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
 
@@ -81,7 +88,7 @@ def build_sac(
     """
     c = config
     actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     common = dict(
         num_qvalue_nets=c.num_qvalue_nets,
@@ -94,14 +101,22 @@ def build_sac(
     if info.action_space == "continuous":
         if qvalue_network is None:
             qvalue_network = state_action_value_critic(
-                info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+                info,
+                c.critic_cells,
+                c.activation,
+                share_params=c.share_params,
+                network=network_spec(c),
             )
         loss = SACLoss(actor, qvalue_network, **common)
         loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
     else:
         if qvalue_network is None:
             qvalue_network = q_value_network(
-                info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+                info,
+                c.critic_cells,
+                c.activation,
+                share_params=c.share_params,
+                network=network_spec(c),
             )
         loss = DiscreteSACLoss(actor, qvalue_network, num_actions=info.n_actions, **common)
         loss.set_keys(**info.loss_keys(), action_value=info.key("action_value"))

@@ -13,6 +13,7 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._learners import make_optimizer, off_policy_learner
+from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import DDPGConfig, gaussian_exploration
@@ -58,11 +59,11 @@ def build_td3(
     """
     c = config
     actor = deterministic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=c.network
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
     )
     if qvalue_network is None:
         qvalue_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params, network=c.network
+            info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
         )
     low, high = action_bounds(info)
     half = float((high - low).max()) / 2

@@ -281,6 +281,12 @@ class ModelConfig:
     ``"cnn"``, ``"gru"`` or ``"lstm"`` (``None``: the algorithm's default, ``"mlp"``). Which
     algorithm and env take which is in ``docs/basic/models.md``; a pair that cannot work is
     refused when the algorithm is built, with the reason."""
+    gnn_radius: float | None = None
+    """``network=gnn``: connect the agents within this distance of each other (a distance
+    graph; ``None``: the algorithm's default, a complete graph)."""
+    gnn_position: list[int] | None = None
+    """``network=gnn`` with ``gnn_radius``: ``[start, stop]``, the observation features that
+    hold each agent's position (``None``: the algorithm's default, ``[0, 2]``, VMAS's)."""
 
     def validate(self) -> ModelConfig:
         """Check the types of every field and the network name; return ``self``.
@@ -308,6 +314,10 @@ class ModelConfig:
             out["activation"] = self.activation
         if self.network is not None:
             out["network"] = self.network
+        if self.gnn_radius is not None:
+            out["gnn_radius"] = float(self.gnn_radius)
+        if self.gnn_position is not None:
+            out["gnn_position"] = tuple(int(i) for i in self.gnn_position)
         for name in ("share_policy_params", "share_critic_params"):
             value = getattr(self, name)
             if value is None:
@@ -331,7 +341,7 @@ def config_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) ->
         >>> config_from_dict(ModelConfig, {"cellz": [1]}, "model")
         Traceback (most recent call last):
         ...
-        ValueError: model: unknown field(s) ['cellz']; valid: ['activation', 'actor_cells', 'critic_cells', 'network', 'share_critic_params', 'share_policy_params']
+        ValueError: model: unknown field(s) ['cellz']; valid: ['activation', 'actor_cells', 'critic_cells', 'gnn_position', 'gnn_radius', 'network', 'share_critic_params', 'share_policy_params']
     """
     if values is None:
         return cls()

@@ -1,4 +1,5 @@
-"""``MultiAgentConvNet``: a CNN per agent, vectorized with grouped convolutions."""
+"""``MultiAgentConvNet``: a CNN per agent, vectorized with grouped convolutions, and
+``MultiAgentCNN``: that CNN and an MLP head, the ``cnn`` body of the algorithms."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-__all__ = ["MultiAgentConvNet"]
+__all__ = ["MultiAgentCNN", "MultiAgentConvNet"]
 
 
 def _per_layer(x: int | Sequence[int], n: int, name: str) -> list[int]:
@@ -100,3 +101,104 @@ class MultiAgentConvNet(nn.Module):
         else:
             out = self.net(x.reshape(N, n * c, *hw)).reshape(N, n, -1)
         return out.reshape(*batch, n, out.shape[-1])
+
+
+class MultiAgentCNN(nn.Module):
+    """Per-agent image encoders (:class:`MultiAgentConvNet`), then a per-agent MLP head.
+
+    Reads flat per-agent inputs ``[*B, n_agents, F]`` in which the features
+    ``image[0]:image[1]`` are the agent's image, stored ``[C, H, W]`` or, with
+    ``channels_last``, ``[H, W, C]`` (MAgent2's and Melting Pot's layout); the other
+    features (another observation, an action) are concatenated to the image's encoding
+    before the head. This lets the networks' builders feed every body the same
+    concatenated input.
+
+    Args:
+        n_agent_inputs: per-agent input features ``F``.
+        n_agent_outputs: per-agent output features.
+        n_agents: agents in the group.
+        image_shape: the image's shape as stored (``[C, H, W]``, or ``[H, W, C]``).
+        image: ``(start, stop)``: where the image's features are in the input.
+        channels_last: the image is stored ``[H, W, C]``.
+        centralized: every agent's head sees every agent's image (a critic).
+        share_params: one CNN and head for every agent.
+        conv_cells: output channels of the conv layers (3x3, stride 1).
+        num_cells: hidden widths of the head.
+        activation: activation class.
+        device: where to create the parameters.
+
+    Examples:
+        >>> net = MultiAgentCNN(5 * 5 * 3 + 2, 4, n_agents=2, image_shape=(5, 5, 3),
+        ...                     image=(0, 75), channels_last=True, centralized=False,
+        ...                     share_params=True, conv_cells=[8], num_cells=[16])
+        >>> net(torch.zeros(7, 2, 77)).shape
+        torch.Size([7, 2, 4])
+    """
+
+    def __init__(
+        self,
+        n_agent_inputs: int,
+        n_agent_outputs: int,
+        n_agents: int,
+        *,
+        image_shape: Sequence[int],
+        image: tuple[int, int],
+        channels_last: bool,
+        centralized: bool,
+        share_params: bool,
+        conv_cells: Sequence[int] = (32, 32),
+        num_cells: Sequence[int] = (64, 64),
+        activation: type[nn.Module] = nn.ELU,
+        device: torch.device | str | None = None,
+    ) -> None:
+        from marl.modules.mlp import MultiAgentMLP
+
+        super().__init__()
+        shape = tuple(int(s) for s in image_shape)
+        if len(shape) != 3 or image[1] - image[0] != shape[0] * shape[1] * shape[2]:
+            raise ValueError(
+                f"image {image} must span the {shape} image's features (3 dims), got "
+                f"{image[1] - image[0]} features"
+            )
+        self.n_agents, self.image, self.channels_last = n_agents, image, channels_last
+        self.shape = shape
+        channels, h, w = (shape[2], shape[0], shape[1]) if channels_last else shape
+        if min(h, w) < 2 * len(conv_cells) + 1:  # each unpadded 3x3 conv takes 2 off
+            raise ValueError(f"a {h}x{w} image is too small for {len(conv_cells)} 3x3 convs")
+        self.conv = MultiAgentConvNet(
+            n_agents,
+            channels,
+            centralized=centralized,
+            share_params=share_params,
+            num_cells=list(conv_cells),
+            kernel_sizes=3,
+            strides=1,
+            activation=activation,
+        ).to(device)
+        size = conv_cells[-1] * (h - 2 * len(conv_cells)) * (w - 2 * len(conv_cells))
+        rest = n_agent_inputs - (image[1] - image[0])
+        self.head = MultiAgentMLP(
+            size + rest * (n_agents if centralized else 1),
+            n_agent_outputs,
+            n_agents,
+            centralized=False,
+            share_params=share_params,
+            num_cells=list(num_cells),
+            activation=activation,
+            device=device,
+        )
+        self.centralized = centralized
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """``[*B, n_agents, F]`` to ``[*B, n_agents, out]``."""
+        start, stop = self.image
+        img = x[..., start:stop].reshape(*x.shape[:-1], *self.shape)
+        if self.channels_last:
+            img = img.movedim(-1, -3)
+        feats = self.conv(img)
+        rest = torch.cat([x[..., :start], x[..., stop:]], -1)
+        if rest.shape[-1]:
+            if self.centralized:  # every agent's head sees every agent's other features
+                rest = rest.flatten(-2).unsqueeze(-2).expand(*rest.shape[:-2], self.n_agents, -1)
+            feats = torch.cat([feats, rest], -1)
+        return self.head(feats)

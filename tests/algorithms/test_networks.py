@@ -160,3 +160,233 @@ def test_model_network_must_be_a_known_name():
         ModelConfig(network="graph").validate()
     for name in NETWORKS:
         assert ModelConfig(network=name).validate().network == name
+
+
+# --- every builder with every body it can take ----------------------------------------
+
+B = 4  # envs
+
+
+def group_info(n, obs_shape, action):
+    """A group of ``n`` agents with observation ``obs_shape`` and ``action`` actions."""
+    from marl.algorithms import GroupInfo
+    from marl.specs import Bounded, Categorical, Composite, Unbounded
+
+    obs = Unbounded((B, n, *obs_shape))
+    act = Bounded(-1.0, 1.0, (B, n, 2)) if action == "continuous" else Categorical(5, (B, n))
+    return GroupInfo(
+        name="team",
+        n_agents=n,
+        batch_dims=1,
+        observation_spec=obs,
+        action_spec=act,
+        action_space=action,
+        has_action_mask=False,
+        done_prefix=("team",),
+        device=torch.device("cpu"),
+        env_observation_spec=Composite({("team", "observation"): obs}, shape=(B,)),
+        groups=("team",),
+    )
+
+
+def group_batch(info, continuous):
+    from tensordict import TensorDict
+
+    n = info.n_agents
+    obs = torch.randn(info.observation_spec.shape)
+    action = torch.rand(B, n, 2) * 2 - 1 if continuous else torch.randint(0, 5, (B, n))
+    return TensorDict({"team": {"observation": obs, "action": action}}, batch_size=[B])
+
+
+BUILDERS = {
+    # name: (action space, build(info, network) -> module, output leaf, output shape per agent)
+    "stochastic_actor_continuous": ("continuous", "actor", "action", (2,)),
+    "stochastic_actor_discrete": ("discrete", "actor", "action", ()),
+    "deterministic_actor": ("continuous", "deterministic", "action", (2,)),
+    "state_value_critic": ("continuous", "value", "state_value", (1,)),
+    "state_action_value_critic": ("continuous", "qsa", "state_action_value", (1,)),
+    "q_value_network": ("discrete", "q", "action_value", (5,)),
+    "centralized_value": ("continuous", "central_v", "state_value", (1,)),
+    "centralized_q_with_action": ("continuous", "central_qsa", "state_action_value", (1,)),
+    "centralized_discrete_q": ("discrete", "central_q", "action_value", (5,)),
+}
+
+
+def build(kind, info, network, share_params):
+    from marl.algorithms._critics import centralized_critic
+    from marl.algorithms._policies import (
+        deterministic_actor,
+        q_value_network,
+        state_action_value_critic,
+        state_value_critic,
+        stochastic_actor,
+    )
+
+    kw = dict(network=network, share_params=share_params)
+    central = dict(scope="group", use_state=False, **kw)
+    return {
+        "actor": lambda: stochastic_actor(info, [16], "tanh", **kw),
+        "deterministic": lambda: deterministic_actor(info, [16], "tanh", **kw),
+        "value": lambda: state_value_critic(info, [16], "tanh", **kw),
+        "qsa": lambda: state_action_value_critic(info, [16], "tanh", **kw),
+        "q": lambda: q_value_network(info, [16], "tanh", **kw),
+        "central_v": lambda: centralized_critic(info, [16], "tanh", "state_value", **central),
+        "central_qsa": lambda: centralized_critic(
+            info, [16], "tanh", "state_action_value", with_action=True, **central
+        ),
+        "central_q": lambda: centralized_critic(
+            info, [16], "tanh", "action_value", out_features=5, **central
+        ),
+    }[kind]()
+
+
+@pytest.mark.parametrize("builder", sorted(BUILDERS))
+@pytest.mark.parametrize("network", ["deepsets", "gnn", "cnn"])
+@pytest.mark.parametrize("n", [1, 3, 16])
+def test_every_builder_takes_every_body(builder, network, n):
+    action, kind, leaf, per_agent = BUILDERS[builder]
+    obs_shape = (6, 6, 2) if network == "cnn" else (7,)  # [H, W, C] as MAgent2's
+    info = group_info(n, obs_shape, action)
+    torch.manual_seed(0)
+    for share_params in (True, False):
+        module = build(kind, info, network, share_params)
+        td = group_batch(info, action == "continuous")
+        if leaf == "action":
+            td.exclude(("team", "action"), inplace=True)
+        out = module(td)["team", leaf]
+        assert out.shape == (B, n, *per_agent), (builder, network, n, share_params)
+        assert out.is_floating_point() == (leaf != "action" or action == "continuous")
+        grads = [p for p in module.parameters() if p.requires_grad]
+        assert grads, "the body has parameters to train"
+
+
+def test_a_centralized_gnn_critic_sees_the_other_agents_and_an_actor_too():
+    torch.manual_seed(0)
+    info = group_info(3, (7,), "continuous")
+    critic = build("central_v", info, "gnn", True)
+    td = group_batch(info, True)
+    values = critic(td.clone())["team", "state_value"]
+    assert torch.allclose(values, values[:, :1].expand_as(values))  # one value for the group
+    other = td.clone()
+    other["team", "observation"][:, 2] += 1.0
+    assert not torch.allclose(critic(other)["team", "state_value"], values)
+    actor = build("deterministic", info, "deepsets", True)
+    mine = actor(td.clone())["team", "action"][:, 0]
+    assert not torch.allclose(actor(other)["team", "action"][:, 0], mine)
+
+
+@pytest.mark.parametrize("network", ["deepsets", "gnn"])
+def test_an_agent_mask_reaches_the_body(network):
+    """PettingZoo-style groups: the body reads ``(group, "mask")`` and leaves absent agents
+    out of what the others receive."""
+    import dataclasses as dc
+
+    from tensordict import TensorDict
+
+    from marl.algorithms._policies import q_value_network
+
+    info = dc.replace(group_info(3, (7,), "discrete"), has_agent_mask=True)
+    torch.manual_seed(0)
+    qnet = q_value_network(info, [16], "tanh", network=network)
+    assert ("team", "mask") in qnet.in_keys
+    obs = torch.randn(B, 3, 7)
+    mask = torch.tensor([True, True, False]).expand(B, 3)
+    td = TensorDict({"team": {"observation": obs, "mask": mask}}, batch_size=[B])
+    q = qnet(td.clone())["team", "action_value"]
+    td["team", "observation"][:, 2] = 100.0
+    assert torch.allclose(qnet(td)["team", "action_value"][:, :2], q[:, :2], atol=1e-6)
+
+
+def test_cnn_on_a_single_agent_image_and_its_refusals():
+    from marl.algorithms import GroupInfo
+    from marl.algorithms._policies import stochastic_actor
+    from marl.specs import Categorical, Unbounded
+
+    info = GroupInfo(
+        name=None,
+        n_agents=None,
+        batch_dims=1,
+        observation_spec=Unbounded((B, 3, 8, 8)),
+        action_spec=Categorical(4, (B,)),
+        action_space="discrete",
+        has_action_mask=False,
+        done_prefix=(),
+        device=torch.device("cpu"),
+    )
+    from tensordict import TensorDict
+
+    actor = stochastic_actor(info, [16], "relu", network="cnn")
+    td = TensorDict({"observation": torch.randn(B, 3, 8, 8)}, batch_size=[B])
+    assert actor(td)["action"].shape == (B,)
+
+
+@pytest.mark.parametrize(
+    "config,message",
+    [
+        ({"network": "gnn", "gnn_radius": 0.0}, r"gnn_radius must be > 0"),
+        (
+            {"network": "gnn", "gnn_radius": 1.0, "gnn_position": (5, 8)},
+            r"gnn_position must be \(start, stop\) within the group's 6 observation features",
+        ),
+    ],
+)
+def test_bad_gnn_options_are_refused_with_the_group(config, message):
+    with pytest.raises(ValueError, match=r"'ippo' cannot use network 'gnn' for group 'walker'"):
+        Algorithm("ippo", config).build(MultiAgentFakeEnv(num_envs=2))
+    with pytest.raises(ValueError, match=message):
+        Algorithm("ippo", config).build(MultiAgentFakeEnv(num_envs=2))
+
+
+# --- model=X through Experiment ----------------------------------------------------------
+
+
+def run_small(folder, algorithm, model, algorithm_config):
+    return Experiment(
+        fake_task,
+        algorithm,
+        seed=0,
+        task_name="fake/multiagent",
+        model=model,
+        algorithm_config=algorithm_config,
+        config=dict(
+            num_envs=4,
+            frames_per_batch=128,
+            total_frames=256,
+            evaluation_interval=256,
+            evaluation_episodes=2,
+            checkpoint_interval=0,
+            render=False,
+            progress=False,
+            save_folder=str(folder),
+        ),
+    )
+
+
+@pytest.mark.parametrize(
+    "algorithm,network,algorithm_config,loss",
+    [
+        ("mappo", "gnn", {"use_state": False, "minibatch_size": 64, "epochs": 1}, "loss_critic"),
+        (
+            "masac",
+            "deepsets",
+            {"use_state": False, "buffer_size": 1000, "batch_size": 32, "learning_starts": 64},
+            "loss_qvalue",
+        ),
+    ],
+)
+def test_model_network_trains_through_experiment(
+    tmp_path, algorithm, network, algorithm_config, loss
+):
+    from marl.experiment import read_scalars
+    from marl.modules import MultiAgentDeepSets, MultiAgentGNN
+
+    exp = run_small(tmp_path, algorithm, {"network": network}, algorithm_config)
+    summary = exp.run()
+    assert summary["frames"] == 256
+    body = {"gnn": MultiAgentGNN, "deepsets": MultiAgentDeepSets}[network]
+    for label, learner in exp.algorithm.group_learners():
+        bodies = [m for m in learner.loss.modules() if isinstance(m, body)]
+        assert len(bodies) >= 2, label  # the actor's and the critic's
+    scalars = read_scalars(tmp_path / "scalars.csv")
+    trained = [k for k in scalars if k.endswith(f"/{loss}")]
+    assert trained and all(len(scalars[k]) >= 1 for k in trained), sorted(scalars)

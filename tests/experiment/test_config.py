@@ -65,7 +65,7 @@ def test_every_experiment_field_has_a_docstring():
 
 def test_model_maps_onto_each_algorithm():
     model = ModelConfig(actor_cells=[32, 32], critic_cells=[16], activation="relu")
-    network = ModelConfig(network="gnn")
+    network = ModelConfig(network="gnn", gnn_radius=0.5, gnn_position=[2, 4])
     for name in list_algorithms():
         config = get_algorithm(name).config_cls()
         fields = {f.name for f in dataclasses.fields(config) if f.init}
@@ -75,7 +75,11 @@ def test_model_maps_onto_each_algorithm():
                 model.algorithm_overrides(fields)
             continue
         # every algorithm with an MLP to size also takes another body in its place
-        assert network.algorithm_overrides(fields) == {"network": "gnn"}
+        assert network.algorithm_overrides(fields) == {
+            "network": "gnn",
+            "gnn_radius": 0.5,
+            "gnn_position": (2, 4),
+        }
         changes = model.algorithm_overrides(fields)
         assert changes["activation"] == "relu"
         assert changes.get("actor_cells", changes.get("cells")) == (32, 32)
