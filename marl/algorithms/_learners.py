@@ -505,13 +505,26 @@ class OffPolicyUpdater:
         self._debt -= steps
         stats = _Stats()
         for _ in range(steps):
-            minibatch = buffer.sample()
+            minibatch = self._sample()
             stats.add(self._step(minibatch))
             if self._target_updater is not None:
                 self._target_updater.step()
             if self._prioritized:
                 buffer.update_tensordict_priority(minibatch)
         return stats.means()
+
+    def _sample(self) -> TensorDictBase:
+        try:
+            return self._buffer.sample()
+        except RuntimeError as err:
+            sampler = self._buffer.sampler
+            if not isinstance(sampler, SliceSampler):
+                raise
+            raise ValueError(
+                f"{err}: a recurrent Q-network replays slices of sequence_length="
+                f"{sampler.slice_len} steps of one episode, and no stored episode is that "
+                "long; set the algorithm's sequence_length to at most the episode length"
+            ) from err
 
     def state_dict(self) -> dict[str, Any]:
         """The fractional update carried over to the next batch."""
