@@ -390,15 +390,22 @@ def make_network(
             layer_norm=layer_norm,
             **common,
         )
-    # cnn: the root's image is one agent's
+    # cnn: the root's image is one agent's. Two 3x3 convs of 16 channels (MAgent2's 10x10
+    # views: 576 features for the head); images of 32 pixels and more are strided 2, so
+    # that Melting Pot's 88x88 frames give 7,056 features, not 112,896
     shape, image = _image_slice(info)
+    last = image_layout(shape)
+    hw = shape[:2] if last else shape[1:]
     body = MultiAgentCNN(
         in_features,
         out_features,
         1 if root else info.n_agents,
         image_shape=shape,
         image=image,
-        channels_last=image_layout(shape),
+        channels_last=last,
+        conv_cells=(16, 16),
+        stride=2 if min(hw) >= 32 else 1,
+        layer_norm=layer_norm,
         **common,
     )
     return _RootAgent(body) if root else body

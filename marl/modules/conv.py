@@ -8,6 +8,8 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
+from marl.modules.mlp import MultiAgentMLP
+
 __all__ = ["MultiAgentCNN", "MultiAgentConvNet"]
 
 
@@ -122,10 +124,12 @@ class MultiAgentCNN(nn.Module):
         channels_last: the image is stored ``[H, W, C]``.
         centralized: every agent's head sees every agent's image (a critic).
         share_params: one CNN and head for every agent.
-        conv_cells: output channels of the conv layers (3x3, stride 1).
+        conv_cells: output channels of the conv layers (3x3, unpadded).
+        stride: the conv layers' stride (2 shrinks a large image's features 4x a layer).
         num_cells: hidden widths of the head.
         activation: activation class.
         device: where to create the parameters.
+        layer_norm: normalize the head's hidden layers (as ``MultiAgentMLP``'s).
 
     Examples:
         >>> net = MultiAgentCNN(5 * 5 * 3 + 2, 4, n_agents=2, image_shape=(5, 5, 3),
@@ -147,12 +151,12 @@ class MultiAgentCNN(nn.Module):
         centralized: bool,
         share_params: bool,
         conv_cells: Sequence[int] = (32, 32),
+        stride: int = 1,
         num_cells: Sequence[int] = (64, 64),
         activation: type[nn.Module] = nn.ELU,
         device: torch.device | str | None = None,
+        layer_norm: bool = False,
     ) -> None:
-        from marl.modules.mlp import MultiAgentMLP
-
         super().__init__()
         shape = tuple(int(s) for s in image_shape)
         if len(shape) != 3 or image[1] - image[0] != shape[0] * shape[1] * shape[2]:
@@ -163,7 +167,10 @@ class MultiAgentCNN(nn.Module):
         self.n_agents, self.image, self.channels_last = n_agents, image, channels_last
         self.shape = shape
         channels, h, w = (shape[2], shape[0], shape[1]) if channels_last else shape
-        if min(h, w) < 2 * len(conv_cells) + 1:  # each unpadded 3x3 conv takes 2 off
+        out_h, out_w = h, w
+        for _ in conv_cells:  # each unpadded 3x3 conv: (size - 3) // stride + 1
+            out_h, out_w = (out_h - 3) // stride + 1, (out_w - 3) // stride + 1
+        if min(out_h, out_w) < 1:
             raise ValueError(f"a {h}x{w} image is too small for {len(conv_cells)} 3x3 convs")
         self.conv = MultiAgentConvNet(
             n_agents,
@@ -172,10 +179,10 @@ class MultiAgentCNN(nn.Module):
             share_params=share_params,
             num_cells=list(conv_cells),
             kernel_sizes=3,
-            strides=1,
+            strides=stride,
             activation=activation,
         ).to(device)
-        size = conv_cells[-1] * (h - 2 * len(conv_cells)) * (w - 2 * len(conv_cells))
+        size = conv_cells[-1] * out_h * out_w
         rest = n_agent_inputs - (image[1] - image[0])
         self.head = MultiAgentMLP(
             size + rest * (n_agents if centralized else 1),
@@ -186,6 +193,7 @@ class MultiAgentCNN(nn.Module):
             num_cells=list(num_cells),
             activation=activation,
             device=device,
+            layer_norm=layer_norm,
         )
         self.centralized = centralized
 

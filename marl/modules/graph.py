@@ -131,7 +131,8 @@ class MultiAgentGNN(nn.Module):
         position: ``(start, stop)``: the input features holding the agent's position.
         radius: connect the agents within this distance (``None``: a complete graph).
         device: where to create the parameters.
-        layer_norm: normalize the hidden layers of the encoder and decoder.
+        layer_norm: normalize the hidden layers of the encoder and decoder, and each
+            message round's output.
 
     Examples:
         >>> net = MultiAgentGNN(6, 2, n_agents=3, centralized=False, share_params=True,
@@ -182,6 +183,10 @@ class MultiAgentGNN(nn.Module):
         self.encoder = MultiAgentMLP(n_agent_inputs, width, num_cells=cells[:-1], **common)
         edge = 0 if position is None else position[1] - position[0] + 1
         self.layers = nn.ModuleList(GATv2Layer(width, edge, device=device) for _ in range(layers))
+        # as MLP's layer_norm: each message round's output normalized, no learned affine
+        self.norm = (
+            nn.LayerNorm(width, elementwise_affine=False, device=device) if layer_norm else None
+        )
         self.act = activation()
         self.decoder = MultiAgentMLP(width, n_agent_outputs, num_cells=cells[:-1], **common)
 
@@ -199,7 +204,8 @@ class MultiAgentGNN(nn.Module):
         )
         h = self.act(self.encoder(x))
         for layer in self.layers:
-            h = self.act(layer(h, adj, edges))
+            h = layer(h, adj, edges)
+            h = self.act(h if self.norm is None else self.norm(h))
         if self.centralized:
             h = masked_mean(h, mask).unsqueeze(-2).expand_as(h)
         return self.decoder(h)

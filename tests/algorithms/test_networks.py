@@ -390,3 +390,43 @@ def test_model_network_trains_through_experiment(
     scalars = read_scalars(tmp_path / "scalars.csv")
     trained = [k for k in scalars if k.endswith(f"/{loss}")]
     assert trained and all(len(scalars[k]) >= 1 for k in trained), sorted(scalars)
+
+
+def network_table_markdown() -> str:
+    """The table of ``docs/basic/models.md``: one row per algorithm, reasons numbered."""
+    table = network_table(list_algorithms())
+    reasons: dict[str, int] = {}
+
+    def cell(value):
+        if value == "yes":
+            return "yes"
+        reasons.setdefault(value, len(reasons) + 1)
+        return f"no ({reasons[value]})"
+
+    lines = ["| algorithm | " + " | ".join(NETWORKS) + " |", "|---|" + "---|" * len(NETWORKS)]
+    for name, row in table.items():
+        lines.append(f"| `{name}` | " + " | ".join(cell(row[n]) for n in NETWORKS) + " |")
+    lines.append("")
+    lines += [f"{i}. {why}" for why, i in reasons.items()]
+    return "\n".join(lines)
+
+
+def test_the_docs_table_is_the_algorithms_table():
+    from pathlib import Path
+
+    page = Path(__file__).parents[2] / "docs" / "basic" / "models.md"
+    assert network_table_markdown() in page.read_text(), (
+        "docs/basic/models.md's table is stale; replace it with network_table_markdown()"
+    )
+
+
+@pytest.mark.parametrize("network", ["mlp", "deepsets", "gnn", "cnn"])
+def test_layer_norm_reaches_every_body(network):
+    """PQN trains without a target network thanks to its layer norm: no body drops it."""
+    from marl.algorithms._policies import q_value_network
+
+    info = group_info(3, (6, 6, 2) if network == "cnn" else (7,), "discrete")
+    for layer_norm in (False, True):
+        qnet = q_value_network(info, [16], "relu", network=network, layer_norm=layer_norm)
+        norms = [m for m in qnet.modules() if isinstance(m, torch.nn.LayerNorm)]
+        assert bool(norms) == layer_norm, network
