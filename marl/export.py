@@ -48,6 +48,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms import Algorithm
+from marl.algorithms._recurrent import is_recurrent
 from marl.specs import Bounded, Categorical, Composite, OneHot
 
 __all__ = [
@@ -200,6 +201,13 @@ def tensor_policy(algorithm: Algorithm, group: str | None = None) -> TensorPolic
     if group not in learners:
         raise KeyError(f"no group {group!r}; the algorithm's groups are {sorted(learners)}")
     learner = learners[group]
+    if is_recurrent(learner.policy):
+        raise ValueError(
+            f"the {group!r} policy is recurrent ({learner.config.network}): its action depends "
+            "on a hidden state carried from step to step and reset at episode starts, which a "
+            "stateless artifact (observation in, action out) cannot carry; train with "
+            "model.network=mlp to export"
+        )
     info = learner.info
     observations: Composite = info.env_observation_spec
     inputs = []

@@ -34,7 +34,13 @@ from marl.algorithms._compile import compile_counts, compiled_loss_terms
 from marl.algorithms._turns import turn_transitions
 from marl.algorithms.base import Algorithm, GroupInfo, GroupLearner
 from marl.algorithms.contracts import AdvantageLoss, Exploration, Loss, TargetUpdater
-from marl.data import PrioritizedSampler, RandomSampler, ReplayBuffer, TensorStorage
+from marl.data import (
+    PrioritizedSampler,
+    RandomSampler,
+    ReplayBuffer,
+    SliceSampler,
+    TensorStorage,
+)
 
 __all__ = [
     "GradientStep",
@@ -81,8 +87,26 @@ def off_policy_buffer(
     alpha: float = 0.6,
     beta: float = 0.4,
     device: torch.device | str = "cpu",
+    slice_len: int | None = None,
 ) -> ReplayBuffer:
-    """A uniform or prioritized replay buffer of ``size`` transitions."""
+    """A uniform or prioritized replay buffer of ``size`` transitions.
+
+    With ``slice_len`` (recurrent Q-networks), a sample is ``[batch_size // slice_len,
+    slice_len]`` contiguous steps of one trajectory (:class:`~marl.data.SliceSampler`
+    over the collector's trajectory ids).
+    """
+    if slice_len is not None:
+        if prioritized:
+            raise ValueError(
+                "prioritized replay samples single transitions; a recurrent Q-network trains "
+                "on slices of steps: set prioritized=False"
+            )
+        slices = max(1, batch_size // slice_len)
+        return ReplayBuffer(
+            TensorStorage(size, device=device),
+            sampler=SliceSampler(slice_len=slice_len),
+            batch_size=slices * slice_len,
+        )
     sampler = PrioritizedSampler(size, alpha=alpha, beta=beta) if prioritized else RandomSampler()
     return ReplayBuffer(TensorStorage(size, device=device), sampler=sampler, batch_size=batch_size)
 
@@ -274,6 +298,12 @@ class OnPolicyUpdater:
         minibatch_size: transitions per optimizer step (the whole batch when larger).
         max_grad_norm: per-role gradient clipping (``None``: off).
         compile: compile the loss and its backward (:class:`GradientStep`).
+        sequence_length: train on sequences (a recurrent policy): each env's ``T`` steps
+            are cut into chunks of this many steps (``T`` at most; the last ``T % length``
+            steps are left out), and a minibatch is ``minibatch_size // length`` whole
+            chunks, shuffled as chunks, time kept in order: a ``[chunks, length]``
+            TensorDict whose first step holds the hidden state stored at collection.
+            ``None``: single steps.
     """
 
     on_policy = True
@@ -287,11 +317,15 @@ class OnPolicyUpdater:
         minibatch_size: int,
         max_grad_norm: float | None,
         compile: bool = False,
+        sequence_length: int | None = None,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
                 f"epochs and minibatch_size must be >= 1, got {epochs}, {minibatch_size}"
             )
+        if sequence_length is not None and sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1 or None, got {sequence_length}")
+        self._sequence_length = sequence_length
         _check_parts(loss, optimizer, AdvantageLoss)
         if loss.value_estimator is None:
             raise ValueError(
@@ -335,11 +369,31 @@ class OnPolicyUpdater:
             self.loss.value_estimator(batch)
         return batch
 
+    @property
+    def sequence_length(self) -> int | None:
+        """Steps per training sequence (``None``: single steps)."""
+        return self._sequence_length
+
+    def sequences(self, batch: TensorDictBase) -> TensorDictBase:
+        """The loss's entries of a ``[*B, T]`` batch as ``[chunks, length]`` sequences."""
+        data = batch.select(*self._keys, strict=False)
+        if data.batch_dims < 1:
+            raise ValueError("sequence training needs a [*B, T] batch with a time dim")
+        steps = data.batch_size[-1]
+        length = min(self._sequence_length or steps, steps)
+        data = data.reshape(-1, steps)[:, : steps - steps % length]
+        return data.reshape(-1, length)
+
     def update(self, batch: TensorDictBase) -> dict[str, float]:
         """``epochs`` passes of shuffled minibatches over the loss's entries of ``batch``."""
-        data = batch.select(*self._keys, strict=False).reshape(-1)
-        n = data.numel()
-        size = min(self._minibatch_size, n)
+        if self._sequence_length is not None:
+            data = self.sequences(batch)
+            n = data.shape[0]
+            size = min(max(1, self._minibatch_size // data.shape[1]), n)
+        else:
+            data = batch.select(*self._keys, strict=False).reshape(-1)
+            n = data.numel()
+            size = min(self._minibatch_size, n)
         stats = _Stats()
         for _ in range(self._epochs):
             # one gather per entry and epoch; the minibatches are views of it
@@ -399,6 +453,9 @@ class OffPolicyUpdater:
         self._info = info
         self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
         self._keys = list(loss.in_keys)
+        if isinstance(buffer.sampler, SliceSampler):
+            # slices are runs of one trajectory id: store the ids with the transitions
+            self._keys.append(buffer.sampler.traj_key)
         self._buffer = buffer
         self._target_updater = target_updater
         self._prioritized = isinstance(buffer.sampler, PrioritizedSampler)
@@ -448,13 +505,26 @@ class OffPolicyUpdater:
         self._debt -= steps
         stats = _Stats()
         for _ in range(steps):
-            minibatch = buffer.sample()
+            minibatch = self._sample()
             stats.add(self._step(minibatch))
             if self._target_updater is not None:
                 self._target_updater.step()
             if self._prioritized:
                 buffer.update_tensordict_priority(minibatch)
         return stats.means()
+
+    def _sample(self) -> TensorDictBase:
+        try:
+            return self._buffer.sample()
+        except RuntimeError as err:
+            sampler = self._buffer.sampler
+            if not isinstance(sampler, SliceSampler):
+                raise
+            raise ValueError(
+                f"{err}: a recurrent Q-network replays slices of sequence_length="
+                f"{sampler.slice_len} steps of one episode, and no stored episode is that "
+                "long; set the algorithm's sequence_length to at most the episode length"
+            ) from err
 
     def state_dict(self) -> dict[str, Any]:
         """The fractional update carried over to the next batch."""
@@ -529,11 +599,13 @@ def off_policy_learner(
     target_updater: TargetUpdater | None,
     exploration: list[Exploration] | None = None,
     algorithm: str,
+    slice_len: int | None = None,
 ) -> GroupLearner:
     """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps.
 
     The loss is used as configured: point it at the group's keys first (agent mask
-    included, for losses with per-agent terms).
+    included, for losses with per-agent terms). ``slice_len``: replay slices of that
+    many steps (recurrent Q-networks) instead of single transitions.
     """
     c = config
     buffer = off_policy_buffer(
@@ -543,6 +615,7 @@ def off_policy_learner(
         alpha=c.priority_alpha,
         beta=c.priority_beta,
         device=c.buffer_device,
+        slice_len=slice_len,
     )
     updater = OffPolicyUpdater(
         info,

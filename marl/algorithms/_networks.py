@@ -86,8 +86,25 @@ _ALGORITHM_REFUSALS: dict[str, dict[str, str]] = {
     },
 }
 
-# The recurrent bodies are accepted by the configs and refused here until they are built.
-_NOT_IMPLEMENTED = {"gru", "lstm"}
+# The recurrent bodies (marl.algorithms._recurrent) train on sequences: the on-policy
+# actors (the critic stays an MLP) and the Q-learners take them.
+_RECURRENT = {"gru", "lstm"}
+_RECURRENT_ALGORITHMS = frozenset({"ppo", "a2c", "ippo", "mappo", "dqn", "iql", "vdn", "qmix"})
+_OFF_POLICY_ACTOR = (
+    "an off-policy actor-critic replays single transitions, and its critic's target reads "
+    "the actor's action at the next step; a recurrent actor would need both networks "
+    "unrolled over replayed sequences from stored states, which is built for the "
+    "Q-learners (dqn, iql, vdn, qmix) only"
+)
+_RECURRENT_REFUSALS = {
+    **dict.fromkeys(("ddpg", "td3", "sac", "iddpg", "maddpg", "isac", "masac"), _OFF_POLICY_ACTOR),
+    "happo": "happo updates one agent's slice of a per-agent (stacked) actor at a time, "
+    "while a recurrent actor is one cell shared by the group's agents",
+    "pqn": "pqn trains on single steps of the collected batch (lambda-returns, no replay); "
+    "sequence training is not built for it",
+    "pqn_vdn": "pqn_vdn trains on single steps of the collected batch (lambda-returns, no "
+    "replay); sequence training is not built for it",
+}
 
 
 @dataclass(frozen=True)
@@ -134,8 +151,11 @@ def network_refusal(algorithm: str, network: str) -> str | None:
         return f"unknown network {network!r}; expected one of {list(NETWORKS)}"
     if algorithm in _NO_BODY:
         return _NO_BODY[algorithm]
-    if network in _NOT_IMPLEMENTED:
-        return f"the {network} body is not implemented yet"
+    if network in _RECURRENT and algorithm not in _RECURRENT_ALGORITHMS:
+        return _RECURRENT_REFUSALS.get(
+            algorithm,
+            f"a {network} body is built for {sorted(_RECURRENT_ALGORITHMS)}, not for {algorithm!r}",
+        )
     return _ALGORITHM_REFUSALS.get(algorithm, {}).get(network)
 
 
@@ -154,6 +174,15 @@ def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
 def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
     """Why ``network`` cannot serve this group (its env), or ``None``."""
     if network == "mlp":
+        return None
+    if network in _RECURRENT:
+        shared = getattr(config, "share_policy_params", getattr(config, "share_params", True))
+        if info.name is not None and not shared:
+            return (
+                f"a {network} network is one cell shared by the group's agents (each agent "
+                "its own hidden state); per-agent parameters are not built: set "
+                "share_policy_params=True"
+            )
         return None
     if network == "cnn":
         shapes = observation_shapes(info)

@@ -36,6 +36,7 @@ __all__ = [
     "ACTIVATIONS",
     "GreedyAction",
     "IndependentNormal",
+    "MaskedAgentValues",
     "action_bounds",
     "activation_class",
     "deterministic_actor",
@@ -370,4 +371,31 @@ class GreedyAction(TensorDictModuleBase):
         else:
             action = index
         tensordict.set(self.action_key, action)
+        return tensordict
+
+
+class MaskedAgentValues(TensorDictModuleBase):
+    """Zero the action values of masked-out agents (the group's ``"mask"``).
+
+    A mixer sums over every agent of the group: zeroing a dead or non-acting
+    agent's values removes it from ``Q_tot``, from the target and from the gradients.
+
+    Args:
+        qnet: the per-agent Q-network writing ``(group, "action_value")``.
+        info: the group (with ``has_agent_mask``).
+    """
+
+    def __init__(self, qnet: TensorDictModuleBase, info: GroupInfo) -> None:
+        super().__init__()
+        self.qnet = qnet
+        self.mask_key = info.key("mask")
+        self.value_key = info.key("action_value")
+        self.in_keys = [*qnet.in_keys, self.mask_key]
+        self.out_keys = [self.value_key]
+
+    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
+        tensordict = self.qnet(tensordict)
+        mask = tensordict.get(self.mask_key).bool().unsqueeze(-1)
+        values = tensordict.get(self.value_key)
+        tensordict.set(self.value_key, values.masked_fill(~mask, 0.0))
         return tensordict

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._networks import network_spec
-from marl.algorithms._policies import state_value_critic, stochastic_actor
+from marl.algorithms._policies import state_value_critic
+from marl.algorithms._recurrent import critic_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
-from marl.algorithms.ppo import policy_gradient_learner
+from marl.algorithms.ppo import actor_and_policy, policy_gradient_learner
 from marl.objectives import A2CLoss
 
 __all__ = ["SPEC", "A2CConfig", "build_a2c"]
@@ -62,6 +62,9 @@ class A2CConfig:
     that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
+    sequence_length: int | None = None
+    """Recurrent actors (``gru``/``lstm``): steps per training sequence (``None``: each
+    env's whole collected rollout)."""
 
 
 def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
@@ -82,11 +85,13 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         'A2CLoss'
     """
     c = config
-    actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
+    actor, policy = actor_and_policy(info, c)
     critic = state_value_critic(
-        info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+        info,
+        c.critic_cells,
+        c.activation,
+        share_params=c.share_params,
+        network=critic_network(c),
     )
     loss = A2CLoss(
         actor,
@@ -99,7 +104,14 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         lmbda=c.lmbda,
     )
     return policy_gradient_learner(
-        info, c, loss, actor=actor, critic=critic, algorithm="a2c", critic_lr=c.critic_lr
+        info,
+        c,
+        loss,
+        actor=actor,
+        critic=critic,
+        algorithm="a2c",
+        critic_lr=c.critic_lr,
+        policy=policy,
     )
 
 

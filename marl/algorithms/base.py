@@ -384,6 +384,19 @@ class Algorithm(nn.Module):
         return all(lr.updater.on_policy for _, lr in self.group_learners())
 
     @property
+    def recurrent(self) -> bool:
+        """True when a group's policy keeps a hidden state in the data (``gru``/``lstm``).
+
+        Such a policy reads the root ``"is_init"`` flag to reset it: its env needs an
+        :class:`~marl.envs.InitTracker` (the :class:`~marl.algorithms.trainer.Trainer`
+        checks it).
+        """
+        from marl.algorithms._recurrent import is_recurrent
+
+        self._check_built()
+        return any(is_recurrent(lr.policy) for _, lr in self.group_learners())
+
+    @property
     def policy(self) -> TensorDictSequential:
         """The collection policy: every group's policy, exploration included."""
         self._check_built()

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensordict.nn import TensorDictSequential
+from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._learners import OffPolicyConfig, make_optimizer, off_policy_learner
 from marl.algorithms._networks import network_spec
-from marl.algorithms._policies import GreedyAction, q_value_network
+from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_network
+from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.modules import EGreedy
 from marl.objectives import DQNLoss, HardUpdate, SoftUpdate
@@ -60,6 +61,9 @@ class DQNConfig(OffPolicyConfig):
     that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
+    sequence_length: int = 16
+    """Recurrent Q-networks (``gru``/``lstm``): steps per replayed slice (slices never
+    cross an episode boundary; ``batch_size // sequence_length`` slices per step)."""
 
 
 def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> GroupLearner:
@@ -81,9 +85,7 @@ def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> 
         'DQNLoss'
     """
     c = config
-    qnet = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
+    qnet, policy_qnet, slice_len = q_networks(info, c)
     loss = DQNLoss(qnet, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function)
     loss.set_keys(
         **info.loss_keys(),
@@ -106,13 +108,41 @@ def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> 
     return off_policy_learner(
         info,
         c,
-        policy=TensorDictSequential(qnet, GreedyAction(info), egreedy),
+        policy=TensorDictSequential(policy_qnet, GreedyAction(info), egreedy),
         loss=loss,
         optimizer=make_optimizer({"qvalue": (qnet.parameters(), c.lr)}),
         target_updater=target_updater,
         exploration=[egreedy],
         algorithm=algorithm,
+        slice_len=slice_len,
     )
+
+
+def q_networks(
+    info: GroupInfo, config: DQNConfig, *, mask: bool = False
+) -> tuple[TensorDictModuleBase, TensorDictModuleBase, int | None]:
+    """``(trained Q-network, collection Q-network, replay slice length)`` for a group.
+
+    An MLP is one module for both, trained on single transitions (``None``). A recurrent
+    network (``network="gru"``/``"lstm"``) is trained in sequence mode on replayed slices
+    of ``sequence_length`` steps (:class:`~marl.algorithms._recurrent.SequenceQValues`)
+    and collects in step mode, over the same parameters. ``mask``: zero masked-out
+    agents' values (the mixers' losses).
+    """
+    c = config
+    if c.network in RECURRENT_NETWORKS:
+        step, sequence = recurrent_q_network(
+            info, c.network, c.cells, c.activation, share_params=c.share_params
+        )
+        if mask:
+            step = MaskedAgentValues(step, info)
+        return SequenceQValues(sequence, info, mask=mask), step, c.sequence_length
+    qnet: TensorDictModuleBase = q_value_network(
+        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
+    )
+    if mask:
+        qnet = MaskedAgentValues(qnet, info)
+    return qnet, qnet, None
 
 
 SPEC = AlgorithmSpec(

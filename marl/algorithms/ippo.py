@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic
+from marl.algorithms._recurrent import critic_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ppo import PPOConfig, build_ppo
 
@@ -73,7 +73,7 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
         c.critic_cells,
         c.activation,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=critic_network(c),
     )
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
-from marl.algorithms._networks import network_spec
+from marl.algorithms._recurrent import critic_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ippo import IPPOConfig
 from marl.algorithms.ppo import build_ppo
@@ -65,7 +65,7 @@ def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=critic_network(c),
     )
     return build_ppo(info, c, critic=critic, algorithm="mappo")
 

@@ -10,16 +10,25 @@ critic (e.g. a centralized one). The update itself, step by step, is
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from torch import nn
 
 from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
+from marl.algorithms._recurrent import (
+    RECURRENT_NETWORKS,
+    critic_network,
+    is_recurrent,
+    recurrent_stochastic_actor,
+)
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.objectives import PPOLoss
 
 __all__ = ["SPEC", "PPOConfig", "build_ppo", "policy_gradient_learner"]
+
+_WHOLE = 1 << 30  # a sequence length no rollout reaches: each env's whole rollout
 
 
 @dataclass
@@ -71,6 +80,10 @@ class PPOConfig:
     that hold each agent's position (VMAS: ``(0, 2)``)."""
     share_params: bool = True
     """Groups: one set of parameters for every agent of the group."""
+    sequence_length: int | None = None
+    """Recurrent actors (``gru``/``lstm``): steps per training sequence (``None``: each
+    env's whole collected rollout). Minibatches are ``minibatch_size // sequence_length``
+    whole sequences, each unrolled from the hidden state stored at its first step."""
 
 
 def policy_gradient_learner(
@@ -82,13 +95,18 @@ def policy_gradient_learner(
     critic: nn.Module,
     algorithm: str,
     critic_lr: float | None = None,
+    policy: nn.Module | None = None,
 ) -> GroupLearner:
     """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
 
     The loss is pointed at the group's entries here (its agent mask included, when the
     group has one), then trained by an :class:`~marl.algorithms._learners.OnPolicyUpdater`.
     The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
+    A recurrent actor comes in two modes over the same parameters: ``policy`` collects
+    (one step at a time), ``actor`` (the loss's) unrolls sequences, and the updater
+    trains on sequences of ``config.sequence_length`` steps.
     """
+    recurrent = policy is not None and is_recurrent(policy)
     loss.set_keys(
         **info.loss_keys(),
         sample_log_prob=info.key("action_log_prob"),
@@ -110,16 +128,36 @@ def policy_gradient_learner(
         minibatch_size=config.minibatch_size,
         max_grad_norm=config.max_grad_norm,
         compile=info.compile,
+        sequence_length=(config.sequence_length or _WHOLE) if recurrent else None,
     )
     return GroupLearner(
         info,
         algorithm=algorithm,
-        policy=actor,
+        policy=actor if policy is None else policy,
         loss=loss,
         optimizer=optimizer,
         updater=updater,
         config=config,
     )
+
+
+def actor_and_policy(info: GroupInfo, config: Any) -> tuple[nn.Module, nn.Module | None]:
+    """``(the loss's actor, the collection policy or None when it is the actor)``.
+
+    A recurrent network (``gru``/``lstm``) gives two modes over the same parameters
+    (:func:`~marl.algorithms._recurrent.recurrent_stochastic_actor`); any other body one
+    actor for both.
+    """
+    c = config
+    if c.network in RECURRENT_NETWORKS:
+        policy, actor = recurrent_stochastic_actor(
+            info, c.network, c.actor_cells, c.activation, share_params=c.share_params
+        )
+        return actor, policy
+    actor = stochastic_actor(
+        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+    )
+    return actor, None
 
 
 def build_ppo(
@@ -149,12 +187,14 @@ def build_ppo(
         0.2
     """
     c = config
-    actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
+    actor, policy = actor_and_policy(info, c)
     if critic is None:
         critic = state_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+            info,
+            c.critic_cells,
+            c.activation,
+            share_params=c.share_params,
+            network=critic_network(c),
         )
     loss = PPOLoss(
         actor,
@@ -169,7 +209,14 @@ def build_ppo(
         lmbda=c.lmbda,
     )
     return policy_gradient_learner(
-        info, c, loss, actor=actor, critic=critic, algorithm=algorithm, critic_lr=c.critic_lr
+        info,
+        c,
+        loss,
+        actor=actor,
+        critic=critic,
+        algorithm=algorithm,
+        critic_lr=c.critic_lr,
+        policy=policy,
     )
 
 

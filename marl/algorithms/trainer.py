@@ -17,6 +17,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 
+from marl.algorithms._recurrent import check_init_tracker
 from marl.algorithms.base import Algorithm
 from marl.collectors import Collector
 from marl.envs.common import EnvBase
@@ -316,6 +317,10 @@ class Trainer:
             torch.manual_seed(seed)
         if not algorithm.built:
             algorithm.build(env)
+        if algorithm.recurrent:
+            check_init_tracker(env, "env")
+            if eval_env is not None:
+                check_init_tracker(eval_env, "eval_env")
         self.algorithm = algorithm
         self.env = env
         self.total_frames = total_frames

@@ -11,14 +11,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensordict import TensorDictBase
-from tensordict.nn import TensorDictModuleBase, TensorDictSequential
+from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._learners import make_optimizer, off_policy_learner
-from marl.algorithms._networks import network_spec
-from marl.algorithms._policies import GreedyAction, q_value_network
+from marl.algorithms._policies import GreedyAction, MaskedAgentValues
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.dqn import q_networks
 from marl.algorithms.iql import IQLConfig
 from marl.modules import EGreedy, VDNMixer
 from marl.objectives import HardUpdate, QMixLoss, SoftUpdate
@@ -34,33 +33,6 @@ class VDNConfig(IQLConfig):
         >>> VDNConfig().gamma
         0.99
     """
-
-
-class MaskedAgentValues(TensorDictModuleBase):
-    """Zero the action values of masked-out agents (the group's ``"mask"``).
-
-    A mixer sums over every agent of the group: zeroing a dead or non-acting
-    agent's values removes it from ``Q_tot``, from the target and from the gradients.
-
-    Args:
-        qnet: the per-agent Q-network writing ``(group, "action_value")``.
-        info: the group (with ``has_agent_mask``).
-    """
-
-    def __init__(self, qnet: TensorDictModuleBase, info: GroupInfo) -> None:
-        super().__init__()
-        self.qnet = qnet
-        self.mask_key = info.key("mask")
-        self.value_key = info.key("action_value")
-        self.in_keys = [*qnet.in_keys, self.mask_key]
-        self.out_keys = [self.value_key]
-
-    def forward(self, tensordict: TensorDictBase) -> TensorDictBase:
-        tensordict = self.qnet(tensordict)
-        mask = tensordict.get(self.mask_key).bool().unsqueeze(-1)
-        values = tensordict.get(self.value_key)
-        tensordict.set(self.value_key, values.masked_fill(~mask, 0.0))
-        return tensordict
 
 
 def value_decomposition_learner(
@@ -84,11 +56,7 @@ def value_decomposition_learner(
         The group's learner.
     """
     c = config
-    qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
-    if info.has_agent_mask:
-        qnet = MaskedAgentValues(qnet, info)
+    qnet, policy_qnet, slice_len = q_networks(info, c, mask=info.has_agent_mask)
     loss = QMixLoss(
         qnet, mixer, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function
     )
@@ -122,12 +90,13 @@ def value_decomposition_learner(
     return off_policy_learner(
         info,
         c,
-        policy=TensorDictSequential(qnet, GreedyAction(info), egreedy),
+        policy=TensorDictSequential(policy_qnet, GreedyAction(info), egreedy),
         loss=loss,
         optimizer=optimizer,
         target_updater=target_updater,
         exploration=[egreedy],
         algorithm=algorithm,
+        slice_len=slice_len,
     )
 
 

@@ -253,6 +253,9 @@ class EnvBase:
     def step(self, td: TensorDictBase) -> TensorDictBase:
         """Apply the actions in ``td`` and write the outcome under ``td["next"]``.
 
+        Entries already under ``td["next"]`` that the env does not write (a recurrent
+        policy's next hidden state) are kept, so ``step_mdp`` carries them to the next step.
+
         Raises:
             KeyError: when an action is missing.
             ValueError: when an action's shape differs from ``action_spec``.
@@ -263,7 +266,13 @@ class EnvBase:
         self._check_actions(td)
         if self.check_actions:
             _check_action_values(td, self.action_spec)
-        td.set("next", self._step_proc(td))
+        nxt = self._step_proc(td)
+        preset = td.get("next", None)
+        if preset is not None:
+            # entries the policy wrote for the next step (a recurrent module's new hidden
+            # state): kept beside the env's outputs, which win on a shared key
+            nxt.update(preset.exclude(*nxt.keys(True, True)))
+        td.set("next", nxt)
         return td
 
     def step_and_maybe_reset(self, td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:

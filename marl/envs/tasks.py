@@ -5,7 +5,8 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 
 - ``description``: one line;
 - ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
-  ``rware``, ``mamujoco``, ``magent2`` or ``meltingpot`` (the wrapper to use);
+  ``rware``, ``mamujoco``, ``magent2``, ``meltingpot`` (the wrapper to use), or
+  ``marl`` for marl's own tasks (``env: {builtin: recall, ...}``);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -45,7 +46,10 @@ _FAMILY_PACKAGES = {
     "mamujoco": "gymnasium_robotics",
     "magent2": "magent2",
     "meltingpot": "meltingpot",
+    "marl": "marl",
 }
+# marl's own (batched) tasks: the ``builtin`` entry of their ``env`` section -> (module, class).
+_BUILTIN_TASKS = {"recall": ("marl.envs.memory", "RecallEnv")}
 # The Gymnasium-registered families with tuple spaces over agents: (module, class).
 _TUPLE_FAMILIES = {
     "lbforaging": ("marl.envs.libs.lbforaging", "LBForagingEnv"),
@@ -66,6 +70,7 @@ _TUPLE_ARGS = {
     "keep_float64",
 }
 _WRAPPER_ARGS = {
+    "marl": {"builtin", "num_envs", "seed", "device", "group_map", "n_agents", "n_cues", "delay"},
     "vmas": {
         "num_envs",
         "device",
@@ -495,6 +500,15 @@ def _build(
 
         scenario = kwargs.pop("scenario")
         return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
+    if family == "marl":
+        name = kwargs.pop("builtin", None)
+        if name not in _BUILTIN_TASKS:
+            raise ValueError(
+                f"a marl task's env needs builtin: one of {sorted(_BUILTIN_TASKS)}, got {name!r}"
+            )
+        module, cls = _BUILTIN_TASKS[name]
+        env_cls = getattr(importlib.import_module(module), cls)
+        return env_cls(num_envs=num_envs, seed=seed, group_map=group_map, **kwargs)
     if family == "pettingzoo" or family in _TUPLE_FAMILIES or family in _FACTORY_FAMILIES:
         if family == "pettingzoo":
             from marl.envs.libs.pettingzoo import PettingZooEnv as wrapper

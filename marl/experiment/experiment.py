@@ -50,7 +50,7 @@ from marl.algorithms import (
     network_refusal,
 )
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
-from marl.envs import RewardSum, TransformedEnv, list_tasks, make_task
+from marl.envs import InitTracker, RewardSum, TransformedEnv, list_tasks, make_task
 from marl.envs.common import EnvBase
 from marl.experiment.checkpoint import (
     CheckpointManager,
@@ -374,8 +374,27 @@ class Experiment:
         names = algo.values() if isinstance(algo, Mapping) else [algo]
         return all((a if hasattr(a, "on_policy") else get_algorithm(a)).on_policy for a in names)
 
+    @property
+    def recurrent(self) -> bool:
+        """Whether a group's network is recurrent (``gru``/``lstm``): its envs then get an
+        ``InitTracker``, whose ``"is_init"`` flag resets the hidden states."""
+        from marl.algorithms._recurrent import RECURRENT_NETWORKS
+
+        config = self.describe()["algorithm_config"]
+        configs = config.values() if isinstance(self.algorithm.choice, Mapping) else [config]
+        return any(c.get("network") in RECURRENT_NETWORKS for c in configs)
+
     def make_env(self, num_envs: int | None, seed: int, render: bool = False) -> EnvBase:
-        """Build the task (training, evaluation, or a one-env ``render`` variant)."""
+        """Build the task (training, evaluation, or a one-env ``render`` variant).
+
+        A recurrent model's envs get an ``InitTracker`` (see :attr:`recurrent`).
+        """
+        env = self._make_task_env(num_envs, seed, render)
+        if self.recurrent:
+            env = TransformedEnv(env, InitTracker())
+        return env
+
+    def _make_task_env(self, num_envs: int | None, seed: int, render: bool) -> EnvBase:
         device = self.config.sampling_device
         if not isinstance(self.task, str):
             env = self.task(num_envs=num_envs or 1, seed=seed, device=device)

@@ -4,7 +4,7 @@ Two modes:
 
 - **step mode** (collection, the default): the input is ``[*B, in]`` (``*B`` may
   include an agent dim). The previous hidden state is read from ``hidden_key``
-  (zeros if absent), zeroed where ``is_init`` is True (an ``InitTracker`` flag set
+  (zeros if absent, then written there too), zeroed where ``is_init`` is True (an ``InitTracker`` flag set
   on the first step of an episode), advanced one step, and the new state is written
   to ``("next", hidden_key)`` so that it becomes the root state on the next step.
 - **recurrent mode** (training on ``[*B, T]`` sequences, ``set_recurrent_mode()``):
@@ -106,6 +106,11 @@ class _RecurrentModule(TensorDictModuleBase):
         lead = x.shape[:-1]
         n = lead.numel()
         states = self._initial_states(tensordict, n, x)
+        for key, s in zip(self.hidden_keys, states):
+            if key not in tensordict.keys(True):
+                # the zero state of a first step is written too: every collected step then
+                # holds the state it started from, which sequence training starts a chunk at
+                tensordict.set(key, s.transpose(0, 1).reshape(*lead, self.num_layers, -1))
         is_init = self._is_init(tensordict, lead)
         if is_init is not None:
             keep = (~is_init).reshape(1, n, 1).to(x.dtype)

@@ -208,6 +208,31 @@ class LossModule(KeyedModule):
         self._target_pairs.append((name, f"target_{name}"))
         return target
 
+    def _q_now_and_next(
+        self,
+        online: nn.Module,
+        target: nn.Module,
+        td: TensorDictBase,
+        double_dqn: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """Q-learning's values: online now (with grad), target next, online next (or None).
+
+        A network with ``now_and_next(td)`` (a recurrent Q-network on sequences) gives
+        the values now and next from one unroll; any other reads ``td`` and ``td["next"]``
+        with the loss's ``_q``.
+        """
+        if hasattr(online, "now_and_next"):
+            now, online_next = online.now_and_next(td)
+            with torch.no_grad():
+                target_next = target.now_and_next(td)[1]
+            return now, target_next, online_next.detach() if double_dqn else None
+        now = self._q(online, td)
+        next_td = td.get("next")
+        with torch.no_grad():
+            target_next = self._q(target, next_td)
+            select = self._q(online, next_td) if double_dqn else None
+        return now, target_next, select
+
     def target_pairs(self) -> Iterator[tuple[nn.Module, nn.Module]]:
         """Yield ``(online, target)`` module pairs, for ``SoftUpdate``/``HardUpdate``."""
         for online, target in self._target_pairs:

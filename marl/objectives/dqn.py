@@ -150,11 +150,12 @@ class DQNLoss(LossModule):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         k = self.tensor_keys
-        q = chosen_action_value(self._q(self.value_network, tensordict), tensordict.get(k.action))
+        q_all, next_q_target, select = self._q_now_and_next(
+            self.value_network, self.target_value_network, tensordict, self.double_dqn
+        )
+        q = chosen_action_value(q_all, tensordict.get(k.action))
         next_td = tensordict.get("next")
         with torch.no_grad():
-            next_q_target = self._q(self.target_value_network, next_td)
-            select = self._q(self.value_network, next_td) if self.double_dqn else None
             next_q = masked_max_action_value(
                 next_q_target, next_td.get(k.action_mask, None), select
             )

@@ -123,16 +123,15 @@ class QMixLoss(LossModule):
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         k = self.tensor_keys
         b = tensordict.batch_dims
-        agent_q = chosen_action_value(
-            self._q(self.local_value_network, tensordict), tensordict.get(k.action)
+        q_all, next_q_target, select = self._q_now_and_next(
+            self.local_value_network, self.target_local_value_network, tensordict, self.double_dqn
         )
+        agent_q = chosen_action_value(q_all, tensordict.get(k.action))
         q_tot = self.mixer(agent_q, tensordict.get(k.state, None))
         next_td = tensordict.get("next")
         with torch.no_grad():
             next_q = masked_max_action_value(
-                self._q(self.target_local_value_network, next_td),
-                next_td.get(k.action_mask, None),
-                self._q(self.local_value_network, next_td) if self.double_dqn else None,
+                next_q_target, next_td.get(k.action_mask, None), select
             )
             next_q_tot = self.target_mixer(next_q, next_td.get(k.state, None))
             reward = self._team(tensordict.get(k.reward), b, "mean")

@@ -95,17 +95,36 @@ def test_mlp_by_name_is_the_default_network_bit_for_bit():
             r"'happo' cannot use network 'cnn'.*grouped convolutions stack the agents",
         ),
         (
-            "mappo",
+            "masac",
             {"network": "gru"},
             MultiAgentFakeEnv(num_envs=2),
-            r"algorithm 'mappo' cannot use network 'gru' for group 'walker': the gru body is "
-            r"not implemented yet",
+            r"algorithm 'masac' cannot use network 'gru' for group 'walker': an off-policy "
+            r"actor-critic replays single transitions.*Q-learners",
         ),
         (
-            "dqn",
+            "td3",
             {"network": "lstm"},
+            SingleAgentFakeEnv(num_envs=2),
+            r"'td3' cannot use network 'lstm' for group 'root': an off-policy actor-critic",
+        ),
+        (
+            "happo",
+            {"network": "gru"},
+            MultiAgentFakeEnv(num_envs=2),
+            r"'happo' cannot use network 'gru'.*one cell shared by the group's agents",
+        ),
+        (
+            "pqn",
+            {"network": "gru"},
             SingleAgentFakeEnv(num_envs=2, discrete=True),
-            r"'dqn' cannot use network 'lstm' for group 'root': the lstm body is not implemented",
+            r"'pqn' cannot use network 'gru'.*single steps",
+        ),
+        (
+            "ippo",
+            {"network": "lstm", "share_policy_params": False},
+            MultiAgentFakeEnv(num_envs=2),
+            r"'ippo' cannot use network 'lstm' for group 'walker': .*per-agent parameters are "
+            r"not built: set share_policy_params=True",
         ),
         (
             "ippo",
@@ -139,7 +158,7 @@ def test_model_network_on_mat_says_why_before_any_env_is_made():
 def test_model_network_must_be_a_known_name():
     with pytest.raises(ValueError, match=r"model.network: expected one of \['mlp', 'deepsets'"):
         ModelConfig(network="graph").validate()
-    for name in NETWORKS:  # gru and lstm too: the config takes them, the build refuses
+    for name in NETWORKS:
         assert ModelConfig(network=name).validate().network == name
 
 

@@ -53,6 +53,8 @@ EXPECTED = {
         "commons_harvest__open", "clean_up", "collaborative_cooking__asymmetric",
         "prisoners_dilemma_in_the_matrix__arena", "territory__rooms",
     ],
+    # marl's own tasks: a memory test for the recurrent models
+    "marl": ["recall"],
 }  # fmt: skip
 ALL = sorted(f"{fam}/{name}" for fam, names in EXPECTED.items() for name in names)
 
@@ -79,6 +81,7 @@ SMALL = {
     "mamujoco": dict(max_episode_steps=4),
     "magent2": dict(max_cycles=4),  # full maps (up to 495 agents): about 0.1 s a step
     "meltingpot": dict(max_steps=4),
+    "marl": dict(num_envs=2),
 }
 
 
@@ -98,7 +101,7 @@ def test_task_files_are_complete(name):
     elif config["family"] == "mamujoco":  # grouped by shape by default (group_by_shape)
         assert "group_map" not in config
         assert config["env"]["max_episode_steps"] == 1000
-    elif config["family"] != "gymnasium":
+    elif config["family"] not in ("gymnasium", "marl"):  # marl's own: one group, "agent"
         assert config["group_map"] == "by_prefix"
     if config["family"] == "vmas":
         # BenchMARL's episode lengths: 500 for the passages and football, 200 for

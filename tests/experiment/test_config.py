@@ -210,7 +210,9 @@ def test_no_generated_yaml_is_left():
         "cnn.yaml",
         "deepsets.yaml",
         "gnn.yaml",
+        "gru.yaml",
         "large.yaml",
+        "lstm.yaml",
         "mlp.yaml",
         "small.yaml",
     ]
