@@ -164,7 +164,8 @@ class _Reporter(TrainerCallback):
             self.last_report = frames
             metrics.update({f"hp/{k}": v for k, v in self.values.items() if _scalar(v)})
             with open(exp.folder / REPORTS_FILE, "a") as f:
-                f.write(json.dumps({**metrics, "values": self.values}) + "\n")
+                row = {**metrics, "values": self.values, "time": time.time()}
+                f.write(json.dumps(row) + "\n")
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(staging)))
         finally:
             shutil.rmtree(staging, ignore_errors=True)
@@ -243,7 +244,7 @@ def prepare_member(
             checkpoint / "checkpoint.pt", folder, description, candidate.config.keep_checkpoints
         )
         if meta["member"] != member:
-            _record_exploit(folder, member, meta, values, frames)
+            _record_exploit(folder, member, {**meta, "checkpoint": str(checkpoint)}, values, frames)
         _truncate_reports(folder, frames)
         changes = {
             k: v
@@ -289,6 +290,7 @@ def _record_exploit(
         "frames": frames,
         "donor": donor["member"],
         "donor_frames": donor["frames"],
+        "donor_checkpoint": donor["checkpoint"],
         "old_values": old,
         "donor_values": donor.get("values", {}),
         "new_values": dict(values),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import random
 import shlex
 from collections.abc import Mapping, Sequence
@@ -212,6 +213,9 @@ def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> 
             log_to_driver=verbose > 0,
         )
     random.seed(s.seed)  # PBT's perturbations draw from Python's random module
+    # Ray snapshots the experiment (which checkpoint each member is at) every 10 s or more
+    # by default; a killed run resumes from the last snapshot. It is small: every 2 s.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
     try:
         if restore:
             tuner = ray_tune.Tuner.restore(
