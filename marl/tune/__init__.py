@@ -2,7 +2,7 @@
 
 - :func:`load_space` / :class:`SearchSpace`: a YAML search space over ``marl-run``
   keys (``algorithm.lr``, ``model.actor_cells``, ``algorithm.groups.adversary.lr``, ...);
-  shipped spaces are in ``marl/conf/tune/``.
+  shipped spaces are in ``marl/tune/spaces/``.
 - :func:`tune`: run it with PBT, ASHA or random search; each member is an
   :class:`~marl.experiment.Experiment` in ``<folder>/members/<member>``.
 - :func:`resume_tuning`: continue a stopped tuning run.

@@ -2,7 +2,7 @@
 
 Examples (shell)::
 
-    marl-tune navigation_mappo                           # a shipped space (marl/conf/tune/)
+    marl-tune navigation_mappo                           # a shipped space (marl/tune/spaces/)
     marl-tune my_space.yaml experiment.total_frames=60000 --scheduler asha --members 16
     marl-tune navigation_mappo --address auto            # on a running Ray cluster
     marl-tune --resume outputs/tune/2025-01-01_12-00-00_navigation_mappo_pbt

@@ -44,7 +44,7 @@ __all__ = [
     "load_space",
 ]
 
-SPACES_DIR = Path(__file__).resolve().parents[1] / "conf" / "tune"
+SPACES_DIR = Path(__file__).resolve().parent / "spaces"
 """The spaces shipped with marl (``marl-tune navigation_mappo`` finds them by name)."""
 
 DISTRIBUTIONS = ("choice", "uniform", "loguniform", "randint")
