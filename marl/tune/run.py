@@ -162,7 +162,9 @@ def _scheduler(space: SearchSpace, spec: Mapping[str, Any]) -> tuple[Any, dict[s
                 time_attr="frames",
                 metric=s.metric,
                 mode=s.mode,
-                max_t=spec["total_frames"],
+                # past the last report: ASHA stops a member at max_t, and Ray ends a stopped
+                # member in its report, before the run writes its end (status "complete")
+                max_t=spec["total_frames"] + 1,
                 grace_period=spec["interval"],
                 reduction_factor=s.reduction_factor,
             ),
@@ -249,7 +251,7 @@ def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> 
     if errors:
         raise ValueError(
             f"{len(errors)} of {len(grid)} members failed; the first: {errors[0].error}"
-        ) from errors[0].error
+        ) from (errors[0].error if isinstance(errors[0].error, BaseException) else None)
     return _summarize(spec, space, folder)
 
 
