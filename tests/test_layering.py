@@ -21,6 +21,7 @@ ORDER = [
     "report",
     "experiment",
     "bench",
+    "tune",
 ]
 PEERS = {"envs", "data", "modules", "objectives"}
 RANK = {name: i for i, name in enumerate(ORDER)}

@@ -175,8 +175,22 @@ class GroupLearner(nn.Module):
         }
 
     def load_extra_state(self, state: Mapping[str, Any]) -> None:
-        """Restore :meth:`extra_state`."""
+        """Restore :meth:`extra_state`.
+
+        The optimizer's moments and step counts come from ``state``; its settings (each
+        param group's ``lr``, ``betas``, ``eps``, ``weight_decay``) stay those this learner
+        was built with from its config. A resumed run's config equals its checkpoint's, so
+        nothing changes there; a population-based-training member that loads a better
+        member's checkpoint with perturbed hyperparameters trains with the perturbed ones
+        (``torch.optim.Optimizer.load_state_dict`` alone would bring back the donor's).
+        """
+        settings = [
+            {k: v for k, v in group.items() if k != "params"}
+            for group in self.optimizer.param_groups
+        ]
         self.optimizer.load_state_dict(state["optimizer"])
+        for group, kept in zip(self.optimizer.param_groups, settings):
+            group.update(kept)
         self.updater.load_state_dict(state["updater"])
         if self.target_updater is not None and state.get("target_updater") is not None:
             self.target_updater.load_state_dict(state["target_updater"])

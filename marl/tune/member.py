@@ -1,0 +1,313 @@
+"""One member of a tuning run: a real marl run (:class:`~marl.experiment.Experiment`) in
+``<run>/members/<member>/``, reporting to Ray Tune every ``interval`` frames.
+
+Ray Tune calls :func:`train_member` in a worker process with the member's sampled
+values. Every report carries the member's checkpoint (marl's own ``.pt``), so:
+
+- a member restarted by Ray (a pause, a killed tuning run that is restored) continues
+  from its own checkpoint with :meth:`Experiment.resume`;
+- a member cut by PBT receives a better member's checkpoint and new values: the
+  checkpoint becomes this member's (its config rewritten to the new values, its frame
+  count kept), so the resumed run has the donor's networks, optimizer moments (and
+  buffers with ``experiment.checkpoint_buffers``) and trains with the new values.
+  The exploit is appended to ``lineage.jsonl`` in the member's folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marl.algorithms import Trainer, TrainerCallback
+
+__all__ = [
+    "MEMBER_FILE",
+    "MemberPlan",
+    "member_name",
+    "read_lineage",
+    "read_reports",
+    "train_member",
+]
+
+MEMBER_FILE = "member.json"
+"""Next to ``checkpoint.pt`` in a Ray checkpoint: whose it is, at what frames, with what values."""
+LINEAGE_FILE = "lineage.jsonl"
+REPORTS_FILE = "reports.jsonl"
+"""Every report of a member (its scalars and values), in the member's folder."""
+
+
+@dataclass(frozen=True)
+class MemberPlan:
+    """What every member shares (passed to the Ray workers with ``tune.with_parameters``)."""
+
+    folder: str
+    """The tuning run's folder; members run in ``<folder>/members/<member>``."""
+    overrides: tuple[str, ...]
+    """``marl-run`` overrides every member gets (the space's and the command line's)."""
+    metric: str
+    interval: int
+    seed_key: bool
+    """The space searches ``seed`` (else member ``i`` runs with ``seed + i``)."""
+
+
+def member_name(trial_id: str) -> str:
+    """``"a1b2c_00003"`` (Ray's trial id) -> ``"member_03"``.
+
+    Examples:
+        >>> member_name("a1b2c_00003")
+        'member_03'
+    """
+    index = trial_id.rsplit("_", 1)[-1]
+    return f"member_{int(index):02d}" if index.isdigit() else f"member_{trial_id}"
+
+
+def _compose(plan: MemberPlan, values: Mapping[str, Any], index: int) -> dict[str, Any]:
+    from omegaconf import OmegaConf
+
+    from marl.experiment.cli import compose_config
+    from marl.tune.space import override_strings
+
+    overrides = [*plan.overrides, *override_strings(values)]
+    cfg = OmegaConf.to_container(compose_config(overrides), resolve=True)
+    if not plan.seed_key:
+        cfg["seed"] = int(cfg.get("seed", 0)) + index
+    return cfg
+
+
+def _experiment(
+    cfg: Mapping[str, Any], folder: Path, plan: MemberPlan, callbacks: Sequence[Any]
+) -> Any:
+    """The member's :class:`Experiment` from a composed marl-run config (not run)."""
+    from marl.experiment.cli import _algorithm_choice
+    from marl.experiment.experiment import Experiment
+
+    algorithm, algorithm_config = _algorithm_choice(cfg["algorithm"])
+    experiment = dict(cfg.get("experiment") or {})
+    experiment.update(
+        save_folder=str(folder),
+        evaluation_interval=plan.interval,
+        checkpoint_interval=plan.interval,
+        progress=False,
+        restore_file=None,
+    )
+    return Experiment(
+        cfg["task"],
+        algorithm,
+        model=cfg.get("model"),
+        seed=int(cfg["seed"]),
+        config=experiment,
+        algorithm_config=algorithm_config,
+        task_overrides=cfg.get("task_overrides") or {},
+        callbacks=callbacks,
+    )
+
+
+class _Reporter(TrainerCallback):
+    """Reports the scalars and the member's checkpoint to Ray every ``interval`` frames."""
+
+    def __init__(self, plan: MemberPlan, member: str, values: Mapping[str, Any]):
+        self.experiment: Any = None  # the run it reports, set once built
+        self.plan = plan
+        self.member = member
+        self.values = dict(values)
+        self.evaluation: dict[str, float] = {}
+        self.last_report = -1
+
+    def on_train_start(self, trainer: Trainer) -> None:
+        self.last_report = trainer.frames
+
+    def on_evaluation(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        self.evaluation = {k: float(v) for k, v in logs.items() if k.startswith("eval/")}
+
+    def on_iteration_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        due = trainer.frames - self.last_report >= self.plan.interval
+        if not due and trainer.frames < trainer.total_frames:
+            return
+        self.report(trainer, logs)
+
+    def report(self, trainer: Trainer, logs: Mapping[str, float]) -> None:
+        metrics = {
+            k: float(v)
+            for k, v in logs.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)
+        }
+        metrics.update(self.evaluation)
+        metrics["frames"] = int(trainer.frames)
+        if self.plan.metric not in metrics:
+            raise ValueError(
+                f"tune.metric: {self.plan.metric!r} is not logged by this run; logged: "
+                f"{sorted(metrics)}"
+            )
+        from ray import tune
+
+        frames = trainer.frames
+        exp = self.experiment
+        checkpoint = exp.folder / "checkpoints" / f"checkpoint_{frames}.pt"
+        if not checkpoint.exists():
+            checkpoint = exp.save_checkpoint()
+        staging = Path(tempfile.mkdtemp(prefix="marl-tune-"))
+        try:
+            try:
+                os.link(checkpoint, staging / "checkpoint.pt")
+            except OSError:
+                shutil.copy2(checkpoint, staging / "checkpoint.pt")
+            (staging / MEMBER_FILE).write_text(
+                json.dumps({"member": self.member, "frames": frames, "values": self.values})
+            )
+            self.last_report = frames
+            metrics.update({f"hp/{k}": v for k, v in self.values.items() if _scalar(v)})
+            with open(exp.folder / REPORTS_FILE, "a") as f:
+                row = {**metrics, "values": self.values, "time": time.time()}
+                f.write(json.dumps(row) + "\n")
+            # Ray ends a stopped member's thread here with sys.exit(0) (ASHA's cuts and
+            # max_t, PBT's pauses and exploits): its status.json then says "failed" with
+            # "SystemExit: 0"; its results.json holds its evaluations up to that report.
+            tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(staging)))
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def _scalar(value: Any) -> bool:
+    return isinstance(value, (int, float, str, bool))
+
+
+def _install(source: Path, folder: Path, description: Mapping[str, Any], keep: int) -> int:
+    """Make checkpoint ``source`` this member's latest, with this member's config.
+
+    Returns:
+        Its frame count.
+    """
+    from marl.experiment.checkpoint import CheckpointManager, load_checkpoint
+
+    state = load_checkpoint(source)
+    frames = int(state["trainer"]["frames"])
+    state["config"] = dict(description)
+    manager = CheckpointManager(folder / "checkpoints", keep)
+    manager.discard_after(frames)  # a later checkpoint of this member is abandoned
+    manager.save(state, frames)
+    return frames
+
+
+def train_member(values: dict[str, Any], plan: MemberPlan) -> None:
+    """The Ray Tune trainable: run the member until ``experiment.total_frames``.
+
+    Args:
+        values: this member's sampled (or perturbed) values, ``{marl-run key: value}``.
+        plan: what every member shares.
+    """
+    import torch
+    from ray import tune
+
+    torch.set_num_threads(1)
+    member = member_name(tune.get_context().get_trial_id())
+    given = tune.get_checkpoint()
+    if given is None:
+        prepare_member(values, plan, member, None).run()
+        return
+    with given.as_directory() as d:
+        exp = prepare_member(values, plan, member, Path(d))
+    exp.run()
+
+
+def prepare_member(
+    values: Mapping[str, Any], plan: MemberPlan, member: str, checkpoint: Path | None
+) -> Any:
+    """The member's :class:`~marl.experiment.Experiment`, ready to run (with its reporter).
+
+    Args:
+        values: the member's values.
+        plan: what every member shares.
+        member: its name (``member_03``).
+        checkpoint: a Ray checkpoint folder (``checkpoint.pt`` and ``member.json``) to
+            continue from: the member's own (a restart) or a better member's (an exploit);
+            ``None``: a new run.
+    """
+    from marl.experiment.experiment import Experiment
+    from marl.experiment.resume import FIXED_ON_RESUME
+
+    index = int(member.split("_")[-1]) if member.split("_")[-1].isdigit() else 0
+    folder = Path(plan.folder) / "members" / member
+    reporter = _Reporter(plan, member, values)
+    candidate = _experiment(_compose(plan, values, index), folder, plan, [reporter])
+    if checkpoint is None:
+        if folder.exists():  # a start that never reported: Ray starts it again from zero
+            shutil.rmtree(folder)
+        exp = candidate
+    else:
+        meta = json.loads((checkpoint / MEMBER_FILE).read_text())
+        description = candidate.describe()
+        frames = _install(
+            checkpoint / "checkpoint.pt", folder, description, candidate.config.keep_checkpoints
+        )
+        if meta["member"] != member:
+            _record_exploit(folder, member, {**meta, "checkpoint": str(checkpoint)}, values, frames)
+        _truncate_reports(folder, frames)
+        changes = {
+            k: v
+            for k, v in description["experiment"].items()
+            if k not in ("save_folder", "restore_file", *FIXED_ON_RESUME)
+        }
+        exp = Experiment.resume(
+            folder / "checkpoints" / f"checkpoint_{frames}.pt", changes, callbacks=[reporter]
+        )
+    reporter.experiment = exp
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "values.json").write_text(json.dumps(dict(values), indent=1))
+    return exp
+
+
+def _truncate_reports(folder: Path, frames: int) -> None:
+    """Drop the reports after ``frames`` (of a run killed after its last checkpoint)."""
+    path = folder / REPORTS_FILE
+    if path.exists():
+        kept = [r for r in read_reports(folder) if r["frames"] <= frames]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
+        os.replace(tmp, path)
+
+
+def read_reports(folder: Path) -> list[dict[str, Any]]:
+    """A member's reports, oldest first (``frames``, the scalars, ``hp/<key>``, ``values``)."""
+    path = Path(folder) / REPORTS_FILE
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line]
+
+
+def _record_exploit(
+    folder: Path, member: str, donor: Mapping[str, Any], values: Mapping[str, Any], frames: int
+) -> None:
+    old = {}
+    values_file = folder / "values.json"
+    if values_file.exists():
+        old = json.loads(values_file.read_text())
+    event = {
+        "member": member,
+        "frames": frames,
+        "donor": donor["member"],
+        "donor_frames": donor["frames"],
+        "donor_checkpoint": donor["checkpoint"],
+        "old_values": old,
+        "donor_values": donor.get("values", {}),
+        "new_values": dict(values),
+        "time": time.time(),
+    }
+    with open(folder / LINEAGE_FILE, "a") as f:
+        f.write(json.dumps(event) + "\n")
+
+
+def read_lineage(members: Sequence[Path]) -> list[dict[str, Any]]:
+    """Every exploit of these member folders, in order of frames then time."""
+    events = []
+    for folder in members:
+        path = Path(folder) / LINEAGE_FILE
+        if path.exists():
+            events += [json.loads(line) for line in path.read_text().splitlines() if line]
+    return sorted(events, key=lambda e: (e["frames"], e["time"], e["member"]))

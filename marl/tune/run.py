@@ -1,0 +1,320 @@
+"""Run a search space on Ray Tune: PBT, ASHA or random search over whole marl runs.
+
+The tuning run's folder::
+
+    tune.json          the space, the settings and the overrides (what --resume reads)
+    members/member_NN/ each member's marl run folder (config.yaml, scalars.csv,
+                       results.json, curves.png, checkpoints/, values.json, lineage.jsonl)
+    lineage.json       every member's initial values and each exploit (PBT)
+    tune.png           each member's score and searched values against frames
+    best.json          the best member: score, values, and the marl-run command
+    ray/               Ray Tune's experiment state (Tuner.restore reads it)
+
+``marl-report <folder>/members`` reads the members' ``results.json`` like any runs'.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import random
+import shlex
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marl.tune.member import MemberPlan, read_lineage, read_reports, train_member
+from marl.tune.space import SearchSpace, override_strings
+
+__all__ = ["TuneResult", "resume_tuning", "tune"]
+
+SPEC_FILE = "tune.json"
+
+
+@dataclass
+class TuneResult:
+    """What a tuning run found.
+
+    Attributes:
+        folder: the tuning run's folder.
+        best_member: the best member's name (``member_03``).
+        best_score: its last reported ``metric``.
+        best_values: its searched values at the end.
+        command: the ``marl-run`` command of the best configuration.
+        scores: ``{member: last reported metric}``.
+        lineage: the exploits, in order (PBT).
+        metric: the optimized scalar.
+        mode: ``"max"`` or ``"min"``.
+    """
+
+    folder: Path
+    best_member: str
+    best_score: float
+    best_values: dict[str, Any]
+    command: str
+    scores: dict[str, float]
+    lineage: list[dict[str, Any]]
+    metric: str = "eval/episode_reward"
+    mode: str = "max"
+
+
+def _spec(space: SearchSpace, overrides: Sequence[str]) -> dict[str, Any]:
+    return {
+        "description": space.description,
+        "source": space.source,
+        "overrides": [*space.overrides, *overrides],
+        "space": {k: {d.kind: list(d.values)} for k, d in space.keys.items()},
+        "tune": dataclasses.asdict(space.settings),
+    }
+
+
+def tune(
+    space: SearchSpace,
+    folder: str | Path,
+    overrides: Sequence[str] = (),
+    *,
+    verbose: int = 0,
+) -> TuneResult:
+    """Tune the space's runs with its settings' scheduler; write the tuning run's folder.
+
+    Args:
+        space: the search space (:func:`~marl.tune.load_space`).
+        folder: the tuning run's folder (must not hold a tuning run: resume that one).
+        overrides: more ``marl-run`` overrides for every member (after the space's).
+        verbose: Ray Tune's verbosity (0: silent, 1: a table of trials).
+
+    Returns:
+        The :class:`TuneResult`.
+
+    Raises:
+        ValueError: on an unknown key in the space, a bad setting, or a member that
+            failed (with its error), before or after the run.
+        FileExistsError: when ``folder`` holds a tuning run.
+    """
+    folder = Path(folder).resolve()
+    if (folder / SPEC_FILE).exists():
+        raise FileExistsError(
+            f"{folder} already holds a tuning run: continue it with marl-tune --resume {folder} "
+            "(resume_tuning), or choose another folder"
+        )
+    base = space.check(overrides)
+    spec = _spec(space, overrides)
+    spec["total_frames"] = int(base.experiment.total_frames)
+    spec["interval"] = int(space.settings.interval or base.experiment.evaluation_interval)
+    spec["seed"] = int(base.seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / SPEC_FILE).write_text(json.dumps(spec, indent=1))
+    return _fit(spec, folder, restore=False, verbose=verbose)
+
+
+def resume_tuning(folder: str | Path, *, verbose: int = 0) -> TuneResult:
+    """Continue a tuning run that was stopped (killed, interrupted) where it stopped.
+
+    Ray Tune restores its trials and scheduler from ``<folder>/ray``; each member
+    continues from its last reported checkpoint. A finished run returns its result.
+
+    Raises:
+        FileNotFoundError: when ``folder`` holds no tuning run.
+    """
+    folder = Path(folder).resolve()
+    if not (folder / SPEC_FILE).exists():
+        raise FileNotFoundError(f"{folder} holds no tuning run: expected {folder / SPEC_FILE}")
+    spec = json.loads((folder / SPEC_FILE).read_text())
+    return _fit(spec, folder, restore=True, verbose=verbose)
+
+
+def _space_of(spec: Mapping[str, Any]) -> SearchSpace:
+    return SearchSpace.from_dict(
+        {k: spec[k] for k in ("description", "overrides", "space", "tune")},
+        source=spec.get("source", SPEC_FILE),
+    )
+
+
+def _scheduler(space: SearchSpace, spec: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """``(Ray scheduler, TuneConfig metric/mode)``: PBT and ASHA take them themselves."""
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+
+    s = space.settings
+    if s.scheduler == "pbt":
+        return (
+            _pbt(spec["total_frames"])(
+                time_attr="frames",
+                metric=s.metric,
+                mode=s.mode,
+                perturbation_interval=spec["interval"],
+                # a list: a copied choice moves to a neighbouring value (or is resampled)
+                hyperparam_mutations={
+                    k: list(d.values) if d.kind == "choice" else d.ray()
+                    for k, d in space.keys.items()
+                },
+                quantile_fraction=s.quantile_fraction,
+                resample_probability=s.resample_probability,
+                perturbation_factors=tuple(s.perturbation_factors),
+                synch=s.synch,
+            ),
+            {},
+        )
+    if s.scheduler == "asha":
+        return (
+            ASHAScheduler(
+                time_attr="frames",
+                metric=s.metric,
+                mode=s.mode,
+                # past the last report: ASHA stops a member at max_t, and Ray ends a stopped
+                # member in its report, before the run writes its end (status "complete")
+                max_t=spec["total_frames"] + 1,
+                grace_period=spec["interval"],
+                reduction_factor=s.reduction_factor,
+            ),
+            {},
+        )
+    return FIFOScheduler(), {"metric": s.metric, "mode": s.mode}
+
+
+def _pbt(total_frames: int) -> type:
+    """Ray's PBT that never exploits at a member's last report: a member cut there would
+    restart at ``total_frames`` with nothing left to train on its new values."""
+    from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
+
+    class PBT(PopulationBasedTraining):
+        def on_trial_result(self, tune_controller: Any, trial: Any, result: dict) -> str:
+            if result.get("frames", 0) >= total_frames:
+                return TrialScheduler.CONTINUE
+            return super().on_trial_result(tune_controller, trial, result)
+
+    return PBT
+
+
+def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> TuneResult:
+    import ray
+    from ray import tune as ray_tune
+    from ray.tune.search import BasicVariantGenerator
+
+    space = _space_of(spec)
+    s = space.settings
+    plan = MemberPlan(
+        folder=str(folder),
+        overrides=tuple(spec["overrides"]),
+        metric=s.metric,
+        interval=int(spec["interval"]),
+        seed_key="seed" in space.keys,
+    )
+    trainable = ray_tune.with_resources(
+        ray_tune.with_parameters(train_member, plan=plan),
+        {"cpu": s.cpus_per_member, "gpu": s.gpus_per_member},
+    )
+    started = ray.is_initialized()
+    if not started:
+        ray.init(
+            # "local": a new instance, never another user's cluster found on this machine
+            address=s.address or "local",
+            include_dashboard=False,
+            configure_logging=False,
+            log_to_driver=verbose > 0,
+        )
+    random.seed(s.seed)  # PBT's perturbations draw from Python's random module
+    # Ray snapshots the experiment (which checkpoint each member is at) every 10 s or more
+    # by default; a killed run resumes from the last snapshot. It is small: every 2 s.
+    os.environ.setdefault("TUNE_GLOBAL_CHECKPOINT_S", "2")
+    try:
+        if restore:
+            tuner = ray_tune.Tuner.restore(
+                str(folder / "ray"), trainable, resume_unfinished=True, resume_errored=True
+            )
+        else:
+            scheduler, objective = _scheduler(space, spec)
+            tuner = ray_tune.Tuner(
+                trainable,
+                param_space={k: d.ray() for k, d in space.keys.items()},
+                tune_config=ray_tune.TuneConfig(
+                    num_samples=s.members,
+                    scheduler=scheduler,
+                    search_alg=BasicVariantGenerator(random_state=s.seed),
+                    max_concurrent_trials=s.max_concurrent,
+                    reuse_actors=True,
+                    **objective,
+                ),
+                run_config=ray_tune.RunConfig(
+                    storage_path=str(folder),
+                    name="ray",
+                    verbose=verbose,
+                    checkpoint_config=ray_tune.CheckpointConfig(num_to_keep=4),
+                ),
+            )
+        grid = tuner.fit()
+    finally:
+        if not started:
+            ray.shutdown()
+    errors = [r for r in grid if r.error is not None]
+    if errors:
+        raise ValueError(
+            f"{len(errors)} of {len(grid)} members failed; the first: {errors[0].error}"
+        ) from (errors[0].error if isinstance(errors[0].error, BaseException) else None)
+    return _summarize(spec, space, folder)
+
+
+def _summarize(spec: Mapping[str, Any], space: SearchSpace, folder: Path) -> TuneResult:
+    s = space.settings
+    scores: dict[str, float] = {}
+    values: dict[str, dict[str, Any]] = {}
+    histories: dict[str, list[dict[str, Any]]] = {}
+    members = sorted(p for p in (folder / "members").glob("member_*") if p.is_dir())
+    for path in members:
+        reports = read_reports(path)
+        if reports:
+            scores[path.name] = float(reports[-1][s.metric])
+            values[path.name] = dict(reports[-1]["values"])
+            histories[path.name] = reports
+    if not scores:
+        raise ValueError(f"no member reported tune.metric {s.metric!r}")
+    sign = 1 if s.mode == "max" else -1
+    best = max(sorted(scores), key=lambda m: sign * scores[m])
+    lineage = read_lineage(members)
+    initial = _initial_values(lineage, values)
+    (folder / "lineage.json").write_text(
+        json.dumps({"initial": initial, "final": values, "exploits": lineage}, indent=1)
+    )
+    seed = _member_seed(folder / "members" / best)
+    overrides = [o for o in spec["overrides"] if not o.startswith("seed=")]
+    command = shlex.join(["marl-run", *overrides, *override_strings(values[best]), f"seed={seed}"])
+    (folder / "best.json").write_text(
+        json.dumps(
+            {
+                "member": best,
+                "metric": s.metric,
+                "score": scores[best],
+                "values": values[best],
+                "command": command,
+                "scores": scores,
+            },
+            indent=1,
+        )
+    )
+    try:
+        from marl.tune.plot import plot_members
+
+        plot_members(histories, list(space.keys), s.metric, folder / "tune.png", lineage)
+    except ImportError:  # matplotlib is the report extra
+        pass
+    return TuneResult(
+        folder, best, scores[best], values[best], command, scores, lineage, s.metric, s.mode
+    )
+
+
+def _initial_values(
+    lineage: list[dict[str, Any]], final: Mapping[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """Each member's values before its first exploit (its final values if never cut)."""
+    initial = {m: dict(v) for m, v in final.items()}
+    for event in reversed(lineage):
+        initial[event["member"]] = dict(event["old_values"])
+    return initial
+
+
+def _member_seed(folder: Path) -> int:
+    import yaml
+
+    config = folder / "config.yaml"
+    return int(yaml.safe_load(config.read_text())["seed"]) if config.exists() else 0
