@@ -21,7 +21,6 @@ import os
 import pytest
 import torch
 
-
 # Each worker imports torch and the env packages (about 1 GB each) and the learning tests
 # run one torch thread each: beyond a few workers a big machine gains little and a small
 # one runs out of memory.
