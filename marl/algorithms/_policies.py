@@ -39,6 +39,7 @@ __all__ = [
     "MaskedAgentValues",
     "action_bounds",
     "activation_class",
+    "actor_distribution",
     "deterministic_actor",
     "group_module",
     "make_network",
@@ -167,6 +168,55 @@ def _action_dim(info: GroupInfo) -> int:
     return math.prod(info.action_shape) if info.action_shape else 1
 
 
+def actor_distribution(
+    info: GroupInfo, log_prob_key: str
+) -> tuple[int, nn.Module | None, list, ProbabilisticTensorDictModule]:
+    """What a stochastic actor's network must output, and the distribution module reading it.
+
+    Shared by :func:`stochastic_actor` and the recurrent actors, so that every body gets the
+    same distribution for the same action spec.
+
+    Returns:
+        ``(out_features, post, out_keys, head)``: the network's output width, a module to
+        run on its output (``NormalParamExtractor`` for continuous actions, else ``None``),
+        the keys it writes, and the ``ProbabilisticTensorDictModule`` sampling the action.
+    """
+    key, spec = info.key, info.action_spec
+    kwargs: dict = {}
+    if info.action_space == "continuous":
+        out, post, out_keys = (
+            2 * _action_dim(info),
+            NormalParamExtractor(),
+            [key("loc"), key("scale")],
+        )
+        dist_in = {"loc": key("loc"), "scale": key("scale")}
+        if isinstance(spec, Bounded):
+            low, high = action_bounds(info)
+            dist_cls, kwargs = TanhNormal, {"low": low, "high": high}
+        else:
+            dist_cls = IndependentNormal
+    elif isinstance(spec, (Categorical, OneHot)):
+        out, post, out_keys = info.n_actions, None, [key("logits")]
+        dist_in = {"logits": key("logits")}
+        if info.has_action_mask:
+            dist_in["mask"] = key("action_mask")
+        dist_cls = OneHotCategorical if isinstance(spec, OneHot) else MaskedCategorical
+    else:
+        raise TypeError(
+            f"group {info.label!r}: no policy distribution for {type(spec).__name__} actions"
+        )
+    head = ProbabilisticTensorDictModule(
+        dist_in,
+        [key("action")],
+        distribution_class=dist_cls,
+        distribution_kwargs=kwargs,
+        return_log_prob=True,
+        log_prob_key=key(log_prob_key),
+        default_interaction_type=InteractionType.RANDOM,
+    )
+    return out, post, out_keys, head
+
+
 def stochastic_actor(
     info: GroupInfo,
     cells: Sequence[int],
@@ -195,51 +245,11 @@ def stochastic_actor(
         A module with ``get_dist(td)``, as the losses expect.
     """
     in_keys, ndims, in_size = observation_inputs(info)
-    key = info.key
-    spec = info.action_spec
-    dist_kwargs: dict = {}
-    if info.action_space == "continuous":
-        dim = _action_dim(info)
-        net = make_network(
-            info, in_size, 2 * dim, cells, activation, network=network, share_params=share_params
-        )
-        body = group_module(
-            info, net, in_keys, ndims, [key("loc"), key("scale")], NormalParamExtractor()
-        )
-        dist_in = {"loc": key("loc"), "scale": key("scale")}
-        if isinstance(spec, Bounded):
-            low, high = action_bounds(info)
-            dist_cls, dist_kwargs = TanhNormal, {"low": low, "high": high}
-        else:
-            dist_cls = IndependentNormal
-    elif isinstance(spec, (Categorical, OneHot)):
-        net = make_network(
-            info,
-            in_size,
-            info.n_actions,
-            cells,
-            activation,
-            network=network,
-            share_params=share_params,
-        )
-        body = group_module(info, net, in_keys, ndims, [key("logits")])
-        dist_in = {"logits": key("logits")}
-        if info.has_action_mask:
-            dist_in["mask"] = key("action_mask")
-        dist_cls = OneHotCategorical if isinstance(spec, OneHot) else MaskedCategorical
-    else:
-        raise TypeError(
-            f"group {info.label!r}: no policy distribution for {type(spec).__name__} actions"
-        )
-    head = ProbabilisticTensorDictModule(
-        dist_in,
-        [key("action")],
-        distribution_class=dist_cls,
-        distribution_kwargs=dist_kwargs,
-        return_log_prob=True,
-        log_prob_key=key(log_prob_key),
-        default_interaction_type=InteractionType.RANDOM,
+    out_features, post, out_keys, head = actor_distribution(info, log_prob_key)
+    net = make_network(
+        info, in_size, out_features, cells, activation, network=network, share_params=share_params
     )
+    body = group_module(info, net, in_keys, ndims, out_keys, post)
     return ProbabilisticTensorDictSequential(body, head)
 
 

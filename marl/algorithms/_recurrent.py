@@ -26,9 +26,6 @@ from typing import Any, NamedTuple
 import torch
 from tensordict import TensorDictBase
 from tensordict.nn import (
-    InteractionType,
-    NormalParamExtractor,
-    ProbabilisticTensorDictModule,
     ProbabilisticTensorDictSequential,
     TensorDictModule,
     TensorDictModuleBase,
@@ -42,12 +39,8 @@ from marl.envs.common import EnvBase
 from marl.modules import (
     GRUModule,
     LSTMModule,
-    MaskedCategorical,
-    OneHotCategorical,
-    TanhNormal,
 )
 from marl.modules.recurrent import _RecurrentModule
-from marl.specs import Bounded, Categorical, OneHot
 
 __all__ = [
     "RECURRENT_NETWORKS",
@@ -171,48 +164,6 @@ def _body(
     )
 
 
-def _actor_distribution(
-    info: GroupInfo, log_prob_key: str
-) -> tuple[int, nn.Module | None, list, ProbabilisticTensorDictModule]:
-    """The head of ``stochastic_actor``: network outputs and the distribution module."""
-    from marl.algorithms._policies import IndependentNormal, _action_dim, action_bounds
-
-    key, spec = info.key, info.action_spec
-    kwargs: dict = {}
-    if info.action_space == "continuous":
-        out, post, out_keys = (
-            2 * _action_dim(info),
-            NormalParamExtractor(),
-            [key("loc"), key("scale")],
-        )
-        dist_in = {"loc": key("loc"), "scale": key("scale")}
-        if isinstance(spec, Bounded):
-            low, high = action_bounds(info)
-            dist_cls, kwargs = TanhNormal, {"low": low, "high": high}
-        else:
-            dist_cls = IndependentNormal
-    elif isinstance(spec, (Categorical, OneHot)):
-        out, post, out_keys = info.n_actions, None, [key("logits")]
-        dist_in = {"logits": key("logits")}
-        if info.has_action_mask:
-            dist_in["mask"] = key("action_mask")
-        dist_cls = OneHotCategorical if isinstance(spec, OneHot) else MaskedCategorical
-    else:
-        raise TypeError(
-            f"group {info.label!r}: no policy distribution for {type(spec).__name__} actions"
-        )
-    head = ProbabilisticTensorDictModule(
-        dist_in,
-        [key("action")],
-        distribution_class=dist_cls,
-        distribution_kwargs=kwargs,
-        return_log_prob=True,
-        log_prob_key=key(log_prob_key),
-        default_interaction_type=InteractionType.RANDOM,
-    )
-    return out, post, out_keys, head
-
-
 def recurrent_stochastic_actor(
     info: GroupInfo,
     network: str,
@@ -244,7 +195,9 @@ def recurrent_stochastic_actor(
         >>> td["next", "walker", "actor_rnn"].shape  # [envs, agents, layers, hidden]
         torch.Size([2, 2, 1, 16])
     """
-    out_features, post, out_keys, head = _actor_distribution(info, log_prob_key)
+    from marl.algorithms._policies import actor_distribution
+
+    out_features, post, out_keys, head = actor_distribution(info, log_prob_key)
     body = _body(
         info,
         network,
