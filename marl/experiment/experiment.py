@@ -14,7 +14,7 @@ The output folder::
     videos/eval_<frames>.mp4
     checkpoints/checkpoint_<frames>.pt, checkpoints/latest.pt
     export/<group>.pt2, export/<group>.onnx, export/manifest.json   (experiment.export)
-    status.json          {"status": "running" | "complete" | "failed" | "interrupted", ...}
+    status.json          {"status": "running" | "complete" | "failed" | "interrupted" | "stopped", ...}
 
 A run continues from its checkpoint with :meth:`Experiment.resume` (``marl-run --resume
 <folder>``): same folder, config and seed, frames counting on, logs appended without
@@ -501,6 +501,16 @@ class Experiment:
                 self.trainer.frames if self.trainer is not None else 0,
                 self.folder,
             )
+            raise
+        except SystemExit as err:
+            if err.code in (0, None):
+                # the process's owner ended it on purpose (Ray Tune ends a trial it stops
+                # with sys.exit(0)): not a failure, and the last checkpoint resumes it
+                self._status("stopped")
+            else:
+                self._status(
+                    "failed", error=f"SystemExit: {err.code}", traceback=traceback_tail(err)
+                )
             raise
         except BaseException as err:
             self._status(

@@ -7,7 +7,9 @@
 - ``complete``: trained to ``total_frames``;
 - ``failed``: an exception stopped it; ``error`` and ``traceback`` (its last lines) say which;
 - ``interrupted``: SIGINT or SIGTERM stopped it at the end of an iteration, after a
-  final checkpoint; ``signal`` says which.
+  final checkpoint; ``signal`` says which;
+- ``stopped``: the process ended it with ``sys.exit(0)`` (Ray Tune does so with a member
+  its scheduler stops: ASHA's cuts, PBT's pauses); its last checkpoint resumes it.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ __all__ = ["STATUSES", "InterruptGuard", "RunInterrupted", "held_run", "tracebac
 
 log = logging.getLogger("marl.experiment")
 
-STATUSES = ("running", "complete", "failed", "interrupted")
+STATUSES = ("running", "complete", "failed", "interrupted", "stopped")
 
 # the files whose presence means that a folder holds a run (a fresh hydra run folder
 # already holds .hydra/ and marl-run.log, which do not count)

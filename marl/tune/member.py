@@ -167,8 +167,8 @@ class _Reporter(TrainerCallback):
                 row = {**metrics, "values": self.values, "time": time.time()}
                 f.write(json.dumps(row) + "\n")
             # Ray ends a stopped member's thread here with sys.exit(0) (ASHA's cuts and
-            # max_t, PBT's pauses and exploits): its status.json then says "failed" with
-            # "SystemExit: 0"; its results.json holds its evaluations up to that report.
+            # max_t, PBT's pauses and exploits): its status.json then says "stopped"; its
+            # results.json holds its evaluations up to that report.
             tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(staging)))
         finally:
             shutil.rmtree(staging, ignore_errors=True)

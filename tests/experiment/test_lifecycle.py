@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import sys
 
 import pytest
 import yaml
@@ -252,3 +253,20 @@ def test_a_signal_before_any_training_leaves_no_checkpoint(tmp_path):
     st = status(tmp_path)
     assert (st["status"], st["frames"], st["checkpoint"]) == ("interrupted", 0, None)
     assert not list((tmp_path / "checkpoints").iterdir())
+
+
+@pytest.mark.parametrize(("code", "expected"), [(0, "stopped"), (None, "stopped"), (3, "failed")])
+def test_sys_exit_zero_is_a_stop_not_a_failure(tmp_path, code, expected):
+    """Ray Tune ends each trial its scheduler stops with ``sys.exit(0)``: its status said
+    "failed" with "SystemExit: 0"; a non-zero exit code is still a failure."""
+
+    def leave(trainer):
+        sys.exit(code)
+
+    with pytest.raises(SystemExit):
+        make(tmp_path, callbacks=[AtIteration(128, leave)]).run()
+    st = status(tmp_path)
+    assert (st["status"], st["frames"]) == (expected, 128)
+    assert ("error" in st) == (expected == "failed")
+    if expected == "failed":
+        assert st["error"] == "SystemExit: 3"
