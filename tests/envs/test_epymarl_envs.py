@@ -258,8 +258,8 @@ def test_a_missing_family_is_left_out_of_the_help_with_its_extra(monkeypatch):
     assert "lbforaging/8x8-2p-2f-coop" in available
     assert not any(name.startswith("rware/") for name in available)
     names, command = install_hints()["rware"]
-    assert names == list_tasks("rware") and len(names) == 5
+    assert names == list_tasks("rware") and len(names) == 6
     assert command == 'pip install "marl[rware]"'
     text = _tasks()
     assert "rware/tiny-2ag" not in text.split("\n")[0]
-    assert '5 rware tasks (pip install "marl[rware]")' in text
+    assert '6 rware tasks (pip install "marl[rware]")' in text

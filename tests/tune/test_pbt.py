@@ -77,7 +77,7 @@ def _modules(path):
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_pbt_copies_checkpoints_perturbs_and_the_best_member_learns(tmp_path):
+def test_pbt_copies_checkpoints_perturbs_and_ranks_the_members(tmp_path):
     space = tmp_path / "space.yaml"
     space.write_text(SPACE + "  synch: true\n")
     folder = tmp_path / "tuning"
@@ -102,12 +102,16 @@ def test_pbt_copies_checkpoints_perturbs_and_the_best_member_learns(tmp_path):
     for event in exploits:
         _check_exploit(members, event)
 
-    # the best member learned (untrained policies score 9-75 here), the worst is below it
+    # the best member is named with its values and command, and beats the worst. Not
+    # asserted: that it learned. A choice of two values perturbs to the other one, so a
+    # member cut for a donor with lr 0.01 may go on with lr 0; and at 500 frames the ranking
+    # is mostly noise. In CI all four ended on lr 0 once (scores 45-49), so whether the
+    # best member trained with lr > 0 depends on the draws, not on marl
     best = json.loads((folder / "best.json").read_text())
     scores = best["scores"]
-    assert best["score"] == max(scores.values()) > 100
+    assert best["score"] == max(scores.values())
     assert min(scores.values()) < best["score"]
-    assert best["values"]["algorithm.lr"] > 0
+    assert best["member"] in scores
     assert f"algorithm.lr={best['values']['algorithm.lr']}" in best["command"]
     assert (folder / "tune.png").stat().st_size > 0
 
