@@ -117,6 +117,46 @@ class Storage(abc.ABC):
         return f"{type(self).__name__}(max_size={self.max_size}, len={len(self)})"
 
 
+def _available_memory(device: torch.device) -> int | None:
+    """Bytes that an allocation on ``device`` may take now, or ``None`` when unknown.
+
+    CPU: Linux's ``MemAvailable`` plus free swap (``/proc/meminfo``); CUDA: the device's
+    free memory. Elsewhere (macOS, Windows, other devices) ``None``: no check is made.
+    """
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as f:
+            fields = {line.split(":")[0]: line.split()[1] for line in f if ":" in line}
+        return (int(fields["MemAvailable"]) + int(fields.get("SwapFree", 0))) * 1024
+    except (OSError, KeyError, ValueError, IndexError):
+        return None
+
+
+def _check_fits(max_size: int, item: TensorDictBase, device: torch.device) -> None:
+    """Refuse a preallocation larger than the memory available, before making it.
+
+    The zero-filled preallocation touches every page at once: without this check a
+    buffer too large for the machine gets the process killed by the OS (exit 137), with
+    no Python error saying why.
+    """
+    row = sum(x.numel() * x.element_size() for x in item.values(True, True))
+    needed = row * max_size
+    available = _available_memory(device)
+    if available is None or needed <= available:
+        return
+    gib = 1024**3
+    largest = max(item.items(True, True), key=lambda kv: kv[1].numel() * kv[1].element_size())
+    raise MemoryError(
+        f"a replay storage of {max_size:,} items needs {needed / gib:.1f} GiB on {device} "
+        f"({row:,} bytes an item; the largest entry {largest[0]!r} has shape "
+        f"{tuple(largest[1].shape)}), but {available / gib:.1f} GiB are available: lower the "
+        f"buffer size (the algorithm's buffer_size), or store on disk with MemmapStorage"
+    )
+
+
 class TensorStorage(Storage):
     """Preallocated TensorDict (or tensor) storage, shaped from the first data.
 
@@ -149,6 +189,7 @@ class TensorStorage(Storage):
 
     # -- allocation ---------------------------------------------------------
     def _allocate(self, item: TensorDictBase) -> TensorDictBase:
+        _check_fits(self.max_size, item, self.device)
         # zeros, not empty: one up-front fill faults the pages in far faster than
         # the first chunked writes would (measured 10x on 1M-item buffers), and
         # unwritten slots hold zeros rather than garbage.

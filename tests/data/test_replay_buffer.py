@@ -368,3 +368,32 @@ def test_cuda_tensor_storage():
     rb.extend(marl_batch(5))
     batch = rb.sample(3)
     assert batch["state"].is_cuda
+
+
+def test_a_storage_larger_than_the_memory_is_refused_before_it_is_made(monkeypatch):
+    """masac's default buffer (1M items) on a MAgent2 task got the process killed by the OS
+    (exit 137) when the zero-filled storage was made: now a MemoryError says why."""
+    from marl.data import storages
+
+    item = TensorDict({"agents": {"observation": torch.zeros(4, 10, 10, 5)}, "r": torch.zeros(1)})
+    row = (4 * 10 * 10 * 5 + 1) * 4  # float32 bytes an item
+    monkeypatch.setattr(storages, "_available_memory", lambda device: 100 * row - 1)
+    storage = TensorStorage(100)
+    with pytest.raises(MemoryError) as err:
+        storage.set(0, item)
+    message = str(err.value)
+    assert "100 items" in message and f"{row:,} bytes an item" in message
+    assert "('agents', 'observation')" in message and "(4, 10, 10, 5)" in message
+    assert "buffer_size" in message and "MemmapStorage" in message
+    assert storage.storage is None  # nothing allocated, nothing half-made
+    monkeypatch.setattr(storages, "_available_memory", lambda device: 100 * row)
+    storage.set(0, item)  # exactly enough: made
+    assert storage.storage.batch_size == (100,)
+
+
+def test_the_available_memory_is_read_on_this_machine():
+    from marl.data import storages
+
+    available = storages._available_memory(torch.device("cpu"))
+    if sys.platform.startswith("linux"):
+        assert available is not None and available > 2**20
