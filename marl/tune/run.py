@@ -255,6 +255,21 @@ def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> 
     return _summarize(spec, space, folder)
 
 
+def _last_per_key(overrides: Sequence[str], skip: set[str]) -> list[str]:
+    """Each key's last override (hydra's winner), leaving out the keys in ``skip``.
+
+    Examples:
+        >>> _last_per_key(["a=1", "b=2", "a=3", "+c=4", "seed=0"], skip={"b", "seed"})
+        ['a=3', '+c=4']
+    """
+    last: dict[str, str] = {}
+    for override in overrides:
+        key = override.split("=", 1)[0].lstrip("+~")
+        last.pop(key, None)
+        last[key] = override
+    return [o for key, o in last.items() if key not in skip]
+
+
 def _summarize(spec: Mapping[str, Any], space: SearchSpace, folder: Path) -> TuneResult:
     s = space.settings
     scores: dict[str, float] = {}
@@ -277,7 +292,7 @@ def _summarize(spec: Mapping[str, Any], space: SearchSpace, folder: Path) -> Tun
         json.dumps({"initial": initial, "final": values, "exploits": lineage}, indent=1)
     )
     seed = _member_seed(folder / "members" / best)
-    overrides = [o for o in spec["overrides"] if not o.startswith("seed=")]
+    overrides = _last_per_key(spec["overrides"], skip={*values[best], "seed"})
     command = shlex.join(["marl-run", *overrides, *override_strings(values[best]), f"seed={seed}"])
     (folder / "best.json").write_text(
         json.dumps(
