@@ -177,4 +177,7 @@ def test_a_killed_pbt_run_resumes_where_it_stopped(tmp_path):
     # exploits before or after the kill (asynchronous PBT: how many varies) are sound
     for event in json.loads((folder / "lineage.json").read_text())["exploits"]:
         _check_exploit(members, event)
-    assert json.loads((folder / "best.json").read_text())["score"] > 100
+    # not asserted: that the best member learned (see the test above: with two values of lr
+    # the draws can leave every member on lr 0; CI saw a best of 71 once)
+    best = json.loads((folder / "best.json").read_text())
+    assert best["score"] == max(best["scores"].values())
