@@ -243,11 +243,15 @@ def prepare_member(
     else:
         meta = json.loads((checkpoint / MEMBER_FILE).read_text())
         description = candidate.describe()
+        own = read_reports(folder)
+        # the member's last report, read before _install drops the reports after frames
+        cut = {"frames": int(own[-1]["frames"]), "score": own[-1].get(plan.metric)} if own else {}
         frames = _install(
             checkpoint / "checkpoint.pt", folder, description, candidate.config.keep_checkpoints
         )
         if meta["member"] != member:
-            _record_exploit(folder, member, {**meta, "checkpoint": str(checkpoint)}, values, frames)
+            donor = {**meta, "checkpoint": str(checkpoint)}
+            _record_exploit(folder, member, donor, values, frames, cut)
         _truncate_reports(folder, frames)
         changes = {
             k: v
@@ -282,8 +286,21 @@ def read_reports(folder: Path) -> list[dict[str, Any]]:
 
 
 def _record_exploit(
-    folder: Path, member: str, donor: Mapping[str, Any], values: Mapping[str, Any], frames: int
+    folder: Path,
+    member: str,
+    donor: Mapping[str, Any],
+    values: Mapping[str, Any],
+    frames: int,
+    cut: Mapping[str, Any],
 ) -> None:
+    """Append an exploit to the member's ``lineage.jsonl``.
+
+    ``frames`` is where the member continues (the donor's checkpoint), ``member_frames``
+    and ``member_score`` its last report before the cut. They differ in asynchronous PBT, where the donor's
+    checkpoint is the one from its own last check: a member cut at 500 frames for a donor
+    checked at 1,000 continues from 1,000 (its reports jump from 500 to 1,500), one cut at
+    1,000 for a donor checked at 500 drops its own report at 1,000 and trains it again.
+    """
     old = {}
     values_file = folder / "values.json"
     if values_file.exists():
@@ -291,6 +308,8 @@ def _record_exploit(
     event = {
         "member": member,
         "frames": frames,
+        "member_frames": cut.get("frames", 0),
+        "member_score": cut.get("score"),
         "donor": donor["member"],
         "donor_frames": donor["frames"],
         "donor_checkpoint": donor["checkpoint"],
