@@ -20,7 +20,7 @@ Examples:
 from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_checkpoint
 from marl.experiment.config import ExperimentConfig, ModelConfig
 from marl.experiment.curves import plot_curves
-from marl.experiment.experiment import Experiment, evaluation_num_envs
+from marl.experiment.experiment import Experiment
 from marl.experiment.league_run import LeagueConfig, run_league
 from marl.experiment.lifecycle import RunInterrupted
 from marl.experiment.loggers import (
@@ -32,6 +32,7 @@ from marl.experiment.loggers import (
     make_loggers,
     read_scalars,
 )
+from marl.experiment.parts import evaluation_num_envs
 from marl.experiment.progress import ProgressCallback
 
 __all__ = [

@@ -32,7 +32,7 @@ import signal
 import sys
 import time
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,10 +47,8 @@ from marl.algorithms import (
     TrainerCallback,
     compile_report,
     get_algorithm,
-    network_refusal,
 )
-from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
-from marl.envs import InitTracker, RewardSum, TransformedEnv, list_tasks, make_task
+from marl.envs import InitTracker, TransformedEnv, list_tasks
 from marl.envs.common import EnvBase
 from marl.experiment.checkpoint import (
     CheckpointManager,
@@ -68,6 +66,14 @@ from marl.experiment.config import (
 from marl.experiment.curves import plot_curves
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
 from marl.experiment.loggers import Logger, make_loggers, read_scalars
+from marl.experiment.parts import (
+    TaskFactory,
+    build_algorithm,
+    default_num_envs,
+    evaluation_num_envs,
+    make_collector,
+    make_task_env,
+)
 from marl.experiment.progress import ProgressCallback
 from marl.experiment.resume import (
     FIXED_ON_RESUME,
@@ -83,25 +89,6 @@ from marl.report.results import RunResults, atomic_write_json
 __all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
 
 log = logging.getLogger("marl.experiment")
-
-TaskFactory = Callable[..., EnvBase]
-"""``(num_envs=, seed=, device=) -> EnvBase``: a custom task instead of a catalogue name."""
-
-
-def evaluation_num_envs(task_name: str, episodes: int, catalogue: bool = True) -> int:
-    """How many envs a run's evaluation env has (it is seeded ``seed + 1``).
-
-    One env per episode for VMAS (vectorized on one device); at most 8 for the
-    families that step their envs one by one; 4 for a custom task factory.
-    ``marl-bench`` builds its baseline evaluations with the same rule.
-
-    Examples:
-        >>> evaluation_num_envs("vmas/navigation", 20), evaluation_num_envs("gymnasium/cartpole", 20)
-        (20, 8)
-    """
-    if task_name.startswith("vmas/"):
-        return episodes
-    return min(episodes, 8) if catalogue else 4
 
 
 def _seed_everything(seed: int) -> None:
@@ -202,7 +189,9 @@ class Experiment:
         if "/" not in self.task_name:
             raise ValueError(f"task_name must look like 'family/task', got {self.task_name!r}")
         self.task = task
-        self.algorithm = self._make_algorithm(algorithm, algorithm_config)
+        self.algorithm = build_algorithm(
+            algorithm, algorithm_config, self.model, self.config.buffer_device
+        )
         self.folder = Path(self.config.save_folder or os.getcwd()).resolve()
         self.extra_callbacks = list(callbacks)
         self.trainer: Trainer | None = None
@@ -271,103 +260,6 @@ class Experiment:
         """``"mappo"``, or ``"adversary-mappo_agent-iql"`` for one algorithm per group."""
         return algorithm_label(self.algorithm.choice)
 
-    def _make_algorithm(self, algorithm: Any, algorithm_config: Any) -> Algorithm:
-        if isinstance(algorithm, Algorithm):
-            if algorithm.built:
-                raise ValueError("pass an unbuilt Algorithm; the experiment builds it on its env")
-            if algorithm_config is not None:
-                raise ValueError("algorithm_config is only for an algorithm given by name")
-            return algorithm
-        if isinstance(algorithm, Mapping):
-            groups = dict(algorithm)
-            if algorithm_config is not None and not isinstance(algorithm_config, Mapping):
-                raise TypeError(
-                    f"with one algorithm per group ({groups}), algorithm_config must be "
-                    f"{{group: config}}, got {type(algorithm_config).__name__}"
-                )
-            configs = dict(algorithm_config or {})
-            stray = [k for k in configs if k not in groups]
-            if stray:
-                example = {g: {k: configs[k] for k in stray} for g in groups}
-                raise ValueError(
-                    f"algorithm_config has key(s) {stray} that name no group of the per-group "
-                    f"algorithm {groups}; give each group its own config, e.g. "
-                    f"algorithm_config={example!r}"
-                )
-            return Algorithm(
-                groups,
-                {g: self._algorithm_config(name, configs.get(g)) for g, name in groups.items()},
-            )
-        return Algorithm(algorithm, self._algorithm_config(algorithm, algorithm_config))
-
-    def _algorithm_config(self, name: str, overrides: Any) -> Any:
-        """The algorithm config with the model and the buffer device applied."""
-        spec = get_algorithm(name)  # raises with the list of algorithms
-        if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
-            overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
-        config = spec.make_config(overrides)
-        fields = {f.name for f in dataclasses.fields(config) if f.init}
-        if self.model.network is not None:
-            why = network_refusal(name, self.model.network)
-            if why is not None:  # refused now, not once the env is made
-                raise ValueError(
-                    f"model.network={self.model.network!r}: algorithm {name!r} cannot use it: {why}"
-                )
-        try:
-            changes = self.model.algorithm_overrides(fields)
-        except ValueError as err:  # e.g. model=large on mat, which has no MLP to size
-            raise ValueError(
-                f"{err}: algorithm {name!r} does not take these model settings; "
-                f"its fields are {sorted(fields)}"
-            ) from None
-        if "buffer_device" in fields:
-            changes["buffer_device"] = self.config.buffer_device
-        return dataclasses.replace(config, **changes) if changes else config
-
-    def _num_envs(self) -> int:
-        if self.config.num_envs is not None:
-            return self.config.num_envs
-        n = 60 if self.algorithm_on_policy() else 10
-        family = self.task_name.split("/")[0]
-        return n if family == "vmas" or not isinstance(self.task, str) else min(n, 8)
-
-    def _collector(self, env: EnvBase) -> Any:
-        """The collector ``experiment.collector`` names, running the algorithm's policy."""
-        c = self.config
-        policy = self.algorithm.policy
-        if c.collector == "inline":
-            return Collector(
-                env,
-                policy,
-                frames_per_batch=c.frames_per_batch,
-                init_random_frames=c.init_random_frames,
-                policy_device=c.sampling_device,
-                storing_device=c.sampling_device,
-            )
-        workers, num_envs = c.collector_workers, self._num_envs()
-        if c.collector == "sync":
-            if num_envs % workers:
-                raise ValueError(
-                    f"experiment.collector=sync splits the {num_envs} envs evenly over "
-                    f"collector_workers={workers} processes: choose num_envs divisible by it"
-                )
-            num_envs //= workers
-            cls: Any = MultiSyncCollector
-        else:
-            cls = MultiAsyncCollector
-        # the workers are forked: the closure reaches them without pickling
-        collector = cls(
-            lambda: self.make_env(num_envs, self.seed),
-            policy,
-            num_workers=workers,
-            frames_per_batch=c.frames_per_batch,
-            total_frames=-1,  # the Trainer stops at experiment.total_frames
-            init_random_frames=c.init_random_frames,
-            seed=self.seed,
-        )
-        self._collectors.append(collector)
-        return collector
-
     def algorithm_on_policy(self) -> bool:
         """Whether every group's algorithm is on-policy (decides the default env count)."""
         algo = self.algorithm.choice
@@ -389,36 +281,12 @@ class Experiment:
 
         A recurrent model's envs get an ``InitTracker`` (see :attr:`recurrent`).
         """
-        env = self._make_task_env(num_envs, seed, render)
+        env = make_task_env(
+            self.task, self.task_name, self.task_overrides, self.config, num_envs, seed, render
+        )
         if self.recurrent:
             env = TransformedEnv(env, InitTracker())
         return env
-
-    def _make_task_env(self, num_envs: int | None, seed: int, render: bool) -> EnvBase:
-        device = self.config.sampling_device
-        if not isinstance(self.task, str):
-            env = self.task(num_envs=num_envs or 1, seed=seed, device=device)
-            if not isinstance(env, EnvBase):
-                raise TypeError(f"the task factory must return an EnvBase, got {type(env)}")
-            leaves = env.observation_spec.keys(True, True)
-            if not any((k[-1] if isinstance(k, tuple) else k) == "episode_reward" for k in leaves):
-                env = TransformedEnv(env, RewardSum())  # episode returns for the logs
-            if self.config.check_actions:
-                env.check_actions = True  # the documented switch of every env
-            return env
-        overrides = dict(self.task_overrides)
-        family = self.task_name.split("/")[0]
-        if render and family != "vmas":
-            overrides["render_mode"] = "rgb_array"
-            num_envs = None
-        return make_task(
-            self.task,
-            num_envs=num_envs,
-            seed=seed,
-            device=device,
-            check_actions=self.config.check_actions,
-            **overrides,
-        )
 
     def describe(self) -> dict[str, Any]:
         """The resolved config as plain data (``config.yaml``, and every checkpoint).
@@ -537,7 +405,10 @@ class Experiment:
         if c.num_threads is not None:
             torch.set_num_threads(c.num_threads)
         _seed_everything(self.seed)
-        env = self.make_env(self._num_envs(), self.seed)
+        num_envs = default_num_envs(
+            self.config, self.task_name, isinstance(self.task, str), self.algorithm_on_policy()
+        )
+        env = self.make_env(num_envs, self.seed)
         self._envs.append(env)
         eval_env = None
         if c.evaluation:
@@ -547,7 +418,16 @@ class Experiment:
             eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
         self.algorithm.build(env, seed=self.seed, device=c.train_device, compile=c.compile)
-        collector = self._collector(env)
+        collector = make_collector(
+            self.config,
+            env,
+            self.algorithm.policy,
+            lambda n: self.make_env(n, self.seed),
+            num_envs,
+            self.seed,
+        )
+        if self.config.collector != "inline":  # worker processes: shut down at the end
+            self._collectors.append(collector)
         progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
         self.trainer = trainer = Trainer(
             self.algorithm,

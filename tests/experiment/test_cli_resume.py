@@ -50,7 +50,7 @@ PER_GROUP = [
 def test_flat_settings_next_to_per_group_algorithms_are_refused(extra, named, monkeypatch):
     """Finding 3: they were dropped without a word (lr stayed 5e-05)."""
     built = []
-    monkeypatch.setattr("marl.experiment.experiment.make_task", lambda *a, **k: built.append(1))
+    monkeypatch.setattr("marl.experiment.parts.make_task", lambda *a, **k: built.append(1))
     with pytest.raises(ValueError) as err:
         run(*PER_GROUP, *extra)
     message = str(err.value)

@@ -158,7 +158,7 @@ def test_a_forced_unknown_key_is_refused_before_anything_is_built(override, mess
     from marl.experiment import cli
 
     built = []
-    monkeypatch.setattr("marl.experiment.experiment.make_task", lambda *a, **k: built.append(1))
+    monkeypatch.setattr("marl.experiment.parts.make_task", lambda *a, **k: built.append(1))
     with pytest.raises(ValueError) as err:
         cli.run_config(composed(override), overrides=[override])
     assert message in str(err.value) and not built

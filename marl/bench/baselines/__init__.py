@@ -54,7 +54,7 @@ def eval_num_envs(task: str, episodes: int) -> int:
         >>> eval_num_envs("vmas/navigation", 20), eval_num_envs("gymnasium/cartpole", 20)
         (20, 8)
     """
-    from marl.experiment.experiment import evaluation_num_envs
+    from marl.experiment.parts import evaluation_num_envs
 
     return evaluation_num_envs(task, episodes)
 

@@ -1,0 +1,232 @@
+"""The parts an :class:`~marl.experiment.Experiment` is built from: its algorithm (with the
+model applied), its envs and its collector.
+
+Each function reads only what it is given (the run's config, model and task), so what a
+run builds is decided here, once, for ``marl-run``, ``marl-bench``, ``marl-tune`` and
+Python users alike.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from marl.algorithms import Algorithm, get_algorithm, network_refusal
+from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
+from marl.envs import RewardSum, TransformedEnv, make_task
+from marl.envs.common import EnvBase
+from marl.experiment.config import ExperimentConfig, ModelConfig
+
+__all__ = [
+    "TaskFactory",
+    "build_algorithm",
+    "default_num_envs",
+    "evaluation_num_envs",
+    "make_collector",
+    "make_task_env",
+]
+
+TaskFactory = Callable[..., EnvBase]
+"""``(num_envs=, seed=, device=) -> EnvBase``: a custom task instead of a catalogue name."""
+
+
+def evaluation_num_envs(task_name: str, episodes: int, catalogue: bool = True) -> int:
+    """How many envs a run's evaluation env has (it is seeded ``seed + 1``).
+
+    One env per episode for VMAS (vectorized on one device); at most 8 for the
+    families that step their envs one by one; 4 for a custom task factory.
+    ``marl-bench`` builds its baseline evaluations with the same rule.
+
+    Examples:
+        >>> evaluation_num_envs("vmas/navigation", 20), evaluation_num_envs("gymnasium/cartpole", 20)
+        (20, 8)
+    """
+    if task_name.startswith("vmas/"):
+        return episodes
+    return min(episodes, 8) if catalogue else 4
+
+
+def default_num_envs(
+    config: ExperimentConfig, task_name: str, catalogue: bool, on_policy: bool
+) -> int:
+    """``experiment.num_envs``, or its default: 60 envs for on-policy algorithms and 10 for
+    off-policy ones, at most 8 for the families that step their envs one by one.
+
+    Examples:
+        >>> default_num_envs(ExperimentConfig(), "vmas/navigation", True, on_policy=True)
+        60
+        >>> default_num_envs(ExperimentConfig(), "gymnasium/cartpole", True, on_policy=False)
+        8
+    """
+    if config.num_envs is not None:
+        return config.num_envs
+    n = 60 if on_policy else 10
+    family = task_name.split("/")[0]
+    return n if family == "vmas" or not catalogue else min(n, 8)
+
+
+def build_algorithm(
+    algorithm: str | Mapping[str, str] | Algorithm,
+    algorithm_config: Any,
+    model: ModelConfig,
+    buffer_device: str | None,
+) -> Algorithm:
+    """The unbuilt :class:`~marl.algorithms.Algorithm` of a run: by name or one per group,
+    each group's config with the model's sizes and network and the buffer device applied.
+
+    Raises:
+        ValueError: on an unknown algorithm, a model the algorithm cannot use (with why),
+            or per-group configs that name no group.
+        TypeError: on a flat config next to a per-group algorithm.
+    """
+    if isinstance(algorithm, Algorithm):
+        if algorithm.built:
+            raise ValueError("pass an unbuilt Algorithm; the experiment builds it on its env")
+        if algorithm_config is not None:
+            raise ValueError("algorithm_config is only for an algorithm given by name")
+        return algorithm
+    if isinstance(algorithm, Mapping):
+        groups = dict(algorithm)
+        if algorithm_config is not None and not isinstance(algorithm_config, Mapping):
+            raise TypeError(
+                f"with one algorithm per group ({groups}), algorithm_config must be "
+                f"{{group: config}}, got {type(algorithm_config).__name__}"
+            )
+        configs = dict(algorithm_config or {})
+        stray = [k for k in configs if k not in groups]
+        if stray:
+            example = {g: {k: configs[k] for k in stray} for g in groups}
+            raise ValueError(
+                f"algorithm_config has key(s) {stray} that name no group of the per-group "
+                f"algorithm {groups}; give each group its own config, e.g. "
+                f"algorithm_config={example!r}"
+            )
+        return Algorithm(
+            groups,
+            {
+                g: _algorithm_config(name, configs.get(g), model, buffer_device)
+                for g, name in groups.items()
+            },
+        )
+    return Algorithm(
+        algorithm, _algorithm_config(algorithm, algorithm_config, model, buffer_device)
+    )
+
+
+def _algorithm_config(
+    name: str, overrides: Any, model: ModelConfig, buffer_device: str | None
+) -> Any:
+    """The algorithm config with the model and the buffer device applied."""
+    spec = get_algorithm(name)  # raises with the list of algorithms
+    if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
+        overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
+    config = spec.make_config(overrides)
+    fields = {f.name for f in dataclasses.fields(config) if f.init}
+    if model.network is not None:
+        why = network_refusal(name, model.network)
+        if why is not None:  # refused now, not once the env is made
+            raise ValueError(
+                f"model.network={model.network!r}: algorithm {name!r} cannot use it: {why}"
+            )
+    try:
+        changes = model.algorithm_overrides(fields)
+    except ValueError as err:  # e.g. model=large on mat, which has no MLP to size
+        raise ValueError(
+            f"{err}: algorithm {name!r} does not take these model settings; "
+            f"its fields are {sorted(fields)}"
+        ) from None
+    if "buffer_device" in fields:
+        changes["buffer_device"] = buffer_device
+    return dataclasses.replace(config, **changes) if changes else config
+
+
+def make_task_env(
+    task: str | TaskFactory,
+    task_name: str,
+    task_overrides: Mapping[str, Any],
+    config: ExperimentConfig,
+    num_envs: int | None,
+    seed: int,
+    render: bool,
+) -> EnvBase:
+    """The task's env: a catalogue task with its overrides, or a custom factory's env.
+
+    A factory's env gets a ``RewardSum`` when it logs no ``episode_reward`` (the logs'
+    episode returns). ``render``: a one-env variant that renders frames (VMAS renders
+    its batch).
+    """
+    device = config.sampling_device
+    if not isinstance(task, str):
+        env = task(num_envs=num_envs or 1, seed=seed, device=device)
+        if not isinstance(env, EnvBase):
+            raise TypeError(f"the task factory must return an EnvBase, got {type(env)}")
+        leaves = env.observation_spec.keys(True, True)
+        if not any((k[-1] if isinstance(k, tuple) else k) == "episode_reward" for k in leaves):
+            env = TransformedEnv(env, RewardSum())  # episode returns for the logs
+        if config.check_actions:
+            env.check_actions = True  # the documented switch of every env
+        return env
+    overrides = dict(task_overrides)
+    family = task_name.split("/")[0]
+    if render and family != "vmas":
+        overrides["render_mode"] = "rgb_array"
+        num_envs = None
+    return make_task(
+        task,
+        num_envs=num_envs,
+        seed=seed,
+        device=device,
+        check_actions=config.check_actions,
+        **overrides,
+    )
+
+
+def make_collector(
+    config: ExperimentConfig,
+    env: EnvBase,
+    policy: Any,
+    make_env: Callable[[int], EnvBase],
+    num_envs: int,
+    seed: int,
+) -> Any:
+    """The collector ``experiment.collector`` names, running ``policy``.
+
+    Args:
+        config: the run's settings (collector, workers, batch, random frames, devices).
+        env: the training env (the ``inline`` collector steps it).
+        policy: the algorithm's collection policy.
+        make_env: ``num_envs -> env`` for each worker process (forked, not pickled).
+        num_envs: the run's env count (``sync`` splits it over the workers).
+        seed: the run's seed.
+    """
+    c = config
+    if c.collector == "inline":
+        return Collector(
+            env,
+            policy,
+            frames_per_batch=c.frames_per_batch,
+            init_random_frames=c.init_random_frames,
+            policy_device=c.sampling_device,
+            storing_device=c.sampling_device,
+        )
+    workers = c.collector_workers
+    if c.collector == "sync":
+        if num_envs % workers:
+            raise ValueError(
+                f"experiment.collector=sync splits the {num_envs} envs evenly over "
+                f"collector_workers={workers} processes: choose num_envs divisible by it"
+            )
+        num_envs //= workers
+        cls: Any = MultiSyncCollector
+    else:
+        cls = MultiAsyncCollector
+    return cls(
+        lambda: make_env(num_envs),
+        policy,
+        num_workers=workers,
+        frames_per_batch=c.frames_per_batch,
+        total_frames=-1,  # the Trainer stops at experiment.total_frames
+        init_random_frames=c.init_random_frames,
+        seed=seed,
+    )
