@@ -174,8 +174,18 @@ def _scheduler(space: SearchSpace, spec: Mapping[str, Any]) -> tuple[Any, dict[s
 
 
 def _pbt(total_frames: int) -> type:
-    """Ray's PBT that never exploits at a member's last report: a member cut there would
-    restart at ``total_frames`` with nothing left to train on its new values."""
+    """Ray's PBT, with two changes.
+
+    - It never exploits at a member's last report: a member cut there would restart at
+      ``total_frames`` with nothing left to train on its new values.
+    - In rounds (``synch``) it never waits on itself. Ray starts a paused member only while
+      it is behind the next round (``last_train_time < _next_perturbation_sync``), and sets
+      the next round to the furthest member's frames when members stand beyond it. When
+      every member stands at that point, none is behind it and none runs: the run hangs.
+      A resumed run gets there (its members come back from their own checkpoints, ahead of
+      the scheduler's last snapshot). The next round is then one interval further on.
+    """
+    from ray.tune.experiment import Trial
     from ray.tune.schedulers import PopulationBasedTraining, TrialScheduler
 
     class PBT(PopulationBasedTraining):
@@ -183,6 +193,18 @@ def _pbt(total_frames: int) -> type:
             if result.get("frames", 0) >= total_frames:
                 return TrialScheduler.CONTINUE
             return super().on_trial_result(tune_controller, trial, result)
+
+        def choose_trial_to_run(self, tune_controller: Any) -> Any:
+            chosen = super().choose_trial_to_run(tune_controller)
+            if chosen is not None or not self._synch:
+                return chosen
+            trials = tune_controller.get_trials()
+            waiting = [t for t in trials if t.status in (Trial.PENDING, Trial.PAUSED)]
+            if waiting and not any(t.status == Trial.RUNNING for t in trials):
+                behind = min(self._trial_state[t].last_train_time for t in waiting)
+                self._next_perturbation_sync = behind + self._perturbation_interval
+                return super().choose_trial_to_run(tune_controller)
+            return None
 
     return PBT
 
