@@ -96,11 +96,15 @@ def main() -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig, OmegaConf
 
-    from marl.experiment.cli import CONF_DIR
+    from marl.experiment.cli import CONF_DIR, help_text
     from marl.experiment.league_run import run_league
     from marl.experiment.lifecycle import RunInterrupted
 
     _prepare()
+    text = help_text("league", args)
+    if text is not None:
+        print(text)
+        return
 
     @hydra.main(config_path=str(CONF_DIR), config_name="league", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
