@@ -201,6 +201,7 @@ class Experiment:
         self._render_ok = self.config.render
         self._last_checkpoint = 0
         self._wall_start = 0.0
+        self._elapsed_before = 0.0  # training wall time before a resume
         self._restore_state: tuple[Path, dict[str, Any]] | None = None
         self._envs: list[EnvBase] = []
         self._collectors: list[Any] = []  # worker-process collectors, shut down at the end
@@ -454,7 +455,7 @@ class Experiment:
             self._restore(*restore)
         for logger in self.loggers.values():
             logger.log_config(description)
-        self._wall_start = time.time()
+        self._wall_start = time.time() - self._elapsed_before
         if trainer.frames >= c.total_frames:
             log.info("already at %d of %d frames: nothing to train", trainer.frames, c.total_frames)
         log.info(
@@ -624,8 +625,10 @@ class Experiment:
             "rng": rng_state(),
             "loggers": {name: lg.state_dict() for name, lg in self.loggers.items()},
             "last_evaluation": dataclasses.asdict(ev) if ev is not None else None,
+            # training wall time so far: a resumed run's results.json counts on from it
+            "elapsed_time": time.time() - self._wall_start,
             "config": self.describe(),
-            "version": 2,
+            "version": 3,
         }
 
     def save_checkpoint(self) -> Path:
@@ -652,6 +655,9 @@ class Experiment:
             self.results = RunResults.load(results)
             self.results.truncate(frames)
             self.results.write(results)
+        # checkpoints before version 3 kept no wall time: the last evaluation's is the best guess
+        elapsed = state.get("elapsed_time", self.results.last_elapsed_time)
+        self._elapsed_before = float(elapsed or 0.0)
         if self.checkpoints is not None:
             self.checkpoints.discard_after(frames)
         self._last_checkpoint = frames

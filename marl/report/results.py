@@ -168,6 +168,18 @@ class RunResults:
         """How many evaluations were added."""
         return len(self._steps)
 
+    @property
+    def last_elapsed_time(self) -> float | None:
+        """The last evaluation's ``elapsed_time`` (``None`` without one).
+
+        Examples:
+            >>> run = RunResults("vmas", "navigation", "mappo", 0)
+            >>> run.add_evaluation(100, [1.0], elapsed_time=12.5)
+            >>> run.last_elapsed_time
+            12.5
+        """
+        return self._steps[-1].get(ELAPSED_KEY) if self._steps else None
+
     def to_dict(self) -> dict[str, Any]:
         """The nested marl-eval dict of this run."""
         run: dict[str, Any] = {f"step_{i}": dict(s) for i, s in enumerate(self._steps)}

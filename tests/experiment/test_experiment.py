@@ -6,6 +6,7 @@ import multiprocessing as mp
 import pytest
 
 from marl.experiment import Experiment, ExperimentConfig, read_scalars
+from marl.experiment.checkpoint import load_checkpoint
 from marl.report import load_results
 from marl.testing import MultiAgentFakeEnv
 
@@ -101,6 +102,10 @@ def test_resume_continues_counting(tmp_path):
     assert frames == [64, 128, 192, 256]  # continued, not restarted, no duplicates
     table = load_results([tmp_path / "results.json"])
     assert [ev.step_count for ev in table.evaluations] == [0, 64, 128, 192, 256]
+    # the wall time counts on from the checkpoint's (marl-report's time column), not from 0
+    elapsed = [ev.elapsed_time for ev in table.evaluations]
+    before = load_checkpoint(tmp_path / "checkpoints" / "checkpoint_128.pt")["elapsed_time"]
+    assert elapsed == sorted(elapsed) and elapsed[3] > before >= elapsed[2] > 0
 
 
 def test_resume_rejects_a_checkpoint_of_another_algorithm(tmp_path):
