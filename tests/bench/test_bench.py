@@ -84,8 +84,8 @@ def test_shipped_suites_load():
     assert set(list_suites()) >= {"ci_tiny", "vmas_small", "vmas_paper", "pettingzoo_mpe",
                                   "single_agent"}  # fmt: skip
     sizes = {name: len(load_suite(name).runs()) for name in list_suites()}
-    # 4 algorithms x 3 tasks x 3 seeds, and 5 off-policy ones on navigation only
-    assert sizes["vmas_small"] == 36 + 15 and sizes["ci_tiny"] == 4
+    # 6 algorithms x 3 tasks x 3 seeds, and 5 off-policy ones on navigation only
+    assert sizes["vmas_small"] == 54 + 15 and sizes["ci_tiny"] == 4
     assert sizes["single_agent"] == 4 * 3  # ppo x 2 tasks, sac x pendulum, dqn x cartpole
     discrete = [r for r in load_suite("vmas_small").runs() if r.algorithm in ("qmix", "vdn", "iql")]
     assert len(discrete) == 9 + 3 + 3
