@@ -154,6 +154,7 @@ class OvercookedEnv(EnvBase):
         self._mdp = mdp
         self._actions_table = list(Action.ALL_ACTIONS)
         self._state = mdp.get_standard_start_state()
+        self._visualizer: Any = None
         self._make_specs()
 
     def _make_specs(self) -> None:
@@ -229,3 +230,21 @@ class OvercookedEnv(EnvBase):
     def overcooked_state(self) -> Any:
         """The current ``OvercookedState``."""
         return self._state
+
+    def render(self) -> np.ndarray:
+        """One RGB frame ``[H, W, 3]`` uint8 of the current state.
+
+        Drawn by the package's ``StateVisualizer`` (pygame, into an off-screen
+        surface; without a display, SDL's dummy video driver is used).
+        """
+        import os
+
+        if not os.environ.get("DISPLAY"):
+            os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+        import pygame
+        from overcooked_ai_py.visualization.state_visualizer import StateVisualizer
+
+        if self._visualizer is None:
+            self._visualizer = StateVisualizer()
+        surface = self._visualizer.render_state(self._state, grid=self._mdp.terrain_mtx)
+        return np.ascontiguousarray(pygame.surfarray.array3d(surface).transpose(1, 0, 2))
