@@ -396,7 +396,9 @@ def make_network(
         )
     # cnn: the root's image is one agent's. Two 3x3 convs of 16 channels (MAgent2's 10x10
     # views: 576 features for the head); images of 32 pixels and more are strided 2, so
-    # that Melting Pot's 88x88 frames give 7,056 features, not 112,896
+    # that Melting Pot's 88x88 frames give 7,056 features, not 112,896; images under 5
+    # cells a side (Overcooked's 5x4 cramped_room), which two unpadded convs would use
+    # up, are padded 1 and keep their size
     shape, image = _image_slice(info)
     last = image_layout(shape)
     hw = shape[:2] if last else shape[1:]
@@ -409,6 +411,7 @@ def make_network(
         channels_last=last,
         conv_cells=(16, 16),
         stride=2 if min(hw) >= 32 else 1,
+        padding=1 if min(hw) < 5 else 0,
         layer_norm=layer_norm,
         **common,
     )

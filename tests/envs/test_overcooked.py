@@ -146,3 +146,19 @@ def test_make_task_stacks_envs_in_a_serial_env():
     assert td["agent", "observation"].shape == (2, 3, 2, 8, 5, 26)
     assert td["next", "agent", "episode_reward"].shape == (2, 3, 2, 1)
     assert td["next", "truncated"][:, -1].all()
+
+
+@pytest.mark.parametrize("task, cells", [("cramped_room", 5 * 4), ("counter_circuit", 4 * 1)])
+def test_the_cnn_body_reads_the_kitchen_channels_last(task, cells):
+    """26 channels over a 5x4 grid: the channels are the last dim, not the smaller end
+    one, and cramped_room's grid is padded rather than used up by two 3x3 convs."""
+    from marl.algorithms import Algorithm
+
+    env = make_task(f"overcooked/{task}", num_envs=2, seed=0, horizon=3)
+    algo = Algorithm("mappo", {"network": "cnn"}).build(env, seed=0)
+    net = algo.learners["agent"].policy[0].module.net
+    assert net.channels_last and net.conv.in_channels == 26
+    td = env.reset()
+    feats = net.conv(td["agent", "observation"].movedim(-1, -3))
+    assert feats.shape == (2, 2, 16 * cells)
+    assert algo.learners["agent"].policy(td)["agent", "action"].shape == (2, 2)
