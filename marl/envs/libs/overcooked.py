@@ -161,10 +161,12 @@ class OvercookedEnv(EnvBase):
         d = self.device
         width, height = self._mdp.width, self._mdp.height
         obs, act, rew = (Composite(shape=(), device=d) for _ in range(3))
-        self._groups: list[tuple[str, list[int]]] = []
+        # (group, agent indices); None when the group is both players in order (no gather)
+        self._groups: list[tuple[str, list[int] | None]] = []
         for g, members in self.group_map.items():
             n = len(members)
-            self._groups.append((g, [self.agent_names.index(a) for a in members]))
+            idx = [self.agent_names.index(a) for a in members]
+            self._groups.append((g, None if idx == [0, 1] else idx))
             image = Unbounded((n, width, height, N_CHANNELS), device=d)
             obs[g] = Composite({"observation": image}, shape=(n,), device=d)
             if self.categorical_actions:
@@ -183,14 +185,20 @@ class OvercookedEnv(EnvBase):
         images = np.stack(encoding).astype(np.float32)  # [2, W, H, 26]
         root: dict[str, Any] = {}
         for g, idx in self._groups:
-            group: dict[str, Any] = {"observation": torch.from_numpy(images[idx])}
+            group: dict[str, Any] = {
+                "observation": torch.from_numpy(images if idx is None else images[idx])
+            }
             if rewards is not None:
-                group["reward"] = torch.from_numpy(rewards[idx, None])
+                group["reward"] = torch.from_numpy(
+                    rewards[:, None] if idx is None else rewards[idx, None]
+                )
             root[g] = new_td(group, self._group_sizes[g])
         truncated = rewards is not None and self._state.timestep >= self.horizon
-        root["done"] = torch.tensor([truncated])
-        root["terminated"] = torch.tensor([False])
-        root["truncated"] = torch.tensor([truncated])
+        # one array, three views: torch.tensor costs more than the step's other flags work
+        flags = np.array([truncated, False, truncated])
+        root["done"] = torch.from_numpy(flags[0:1])
+        root["terminated"] = torch.from_numpy(flags[1:2])
+        root["truncated"] = torch.from_numpy(flags[2:3])
         out = new_td(root, _SCALAR)
         return out if self.device.type == "cpu" else out.to(self.device)
 
@@ -200,8 +208,12 @@ class OvercookedEnv(EnvBase):
             a = td.get((g, "action"))
             if not self.categorical_actions:
                 a = a.argmax(-1)
+            values = a.tolist()  # one host read, not one per player
+            if idx is None:
+                actions = values
+                break
             for j, i in enumerate(idx):
-                actions[i] = int(a[j])
+                actions[i] = values[j]
         table = self._actions_table
         return tuple(table[i] for i in actions)
 
