@@ -138,6 +138,11 @@ def test_missing_package_names_the_extra(monkeypatch):
     assert not task_available("overcooked/cramped_room")
     names, command = install_hints()["overcooked"]
     assert len(names) == 5 and command == 'pip install "marl[overcooked]"'
+    from marl.experiment.cli import _tasks  # marl-run --help's task list
+
+    text = _tasks()
+    assert "overcooked/cramped_room" not in text.split("\n")[0]
+    assert '5 overcooked tasks (pip install "marl[overcooked]")' in text
 
 
 def test_make_task_stacks_envs_in_a_serial_env():
