@@ -26,10 +26,10 @@ from pathlib import Path
 import torch
 
 try:
-    from benchmarks.envs._timing import paired_rates, rollout_rate, verdict
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.envs._timing import paired_rates, rollout_rate, verdict
+    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
 
 TARGET = 0.80
 HORIZON = 400
@@ -68,6 +68,28 @@ def wrapper_rollout(layout: str, num_envs: int, steps: int, seed: int = 0) -> fl
     return rollout_rate(env, steps, num_envs)
 
 
+def measure(layout: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
+    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
+    return paired_rates(
+        lambda n, seed: raw_loop(layout, num_envs, n, seed),
+        lambda n, seed: wrapper_rollout(layout, num_envs, n, seed),
+        reps,
+        steps,
+    )
+
+
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: OvercookedEnv vs the raw MDP loop."""
+    steps = 300 if quick else 2000
+    rows = []
+    for num_envs in (1, 8):
+        n = steps if num_envs == 1 else steps // 8
+        m = measure("cramped_room", num_envs, 3 if quick else 5, n)
+        name = f"OvercookedEnv cramped_room rollout, {num_envs} env(s) x {n} steps"
+        rows.append(rate_row(name, "raw overcooked-ai MDP loop", m))
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=5)
@@ -78,12 +100,7 @@ def main() -> None:
     print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
     for num_envs in (1, 8):
         steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
-        m = paired_rates(
-            lambda n, seed, k=num_envs: raw_loop(args.layout, k, n, seed),
-            lambda n, seed, k=num_envs: wrapper_rollout(args.layout, k, n, seed),
-            args.reps,
-            steps,
-        )
+        m = measure(args.layout, num_envs, args.reps, steps)
         print(
             f"{args.layout}, {num_envs} env(s) x {steps} steps: raw MDP loop {m['raw']:7.0f} "
             f"env-steps/s | OvercookedEnv.rollout {m['wrapper']:7.0f} env-steps/s | "
