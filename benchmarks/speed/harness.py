@@ -25,6 +25,7 @@ BENCHMARKS = {
     "epymarl_envs": "benchmarks.envs.bench_epymarl_envs",
     "mamujoco_env": "benchmarks.envs.bench_mamujoco",
     "magent2": "benchmarks.envs.bench_magent2",
+    "overcooked_env": "benchmarks.envs.bench_overcooked",
     "collector": "benchmarks.bench_collector",
     "action_checks": "benchmarks.bench_action_checks",
     "train_e2e": "benchmarks.speed.train_e2e",

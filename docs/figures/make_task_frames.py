@@ -6,7 +6,8 @@ extras and matplotlib. Each frame comes from the wrapper's ``render()`` after 5 
 steps from the seeded start (seed 0); pyglet (VMAS, LBF, RWARE) draws headless (EGL)
 when there is no display, PettingZoo, Gymnasium, MAgent2 and Melting Pot (its
 ``WORLD.RGB``) draw with their
-``rgb_array`` render mode (MuJoCo through EGL). The PNGs are committed.
+``rgb_array`` render mode (MuJoCo through EGL), Overcooked with the package's
+``StateVisualizer`` (pygame, SDL's dummy video driver without a display). The PNGs are committed.
 """
 
 from __future__ import annotations
@@ -49,16 +50,36 @@ FIGURES: dict[str, list[str]] = {
         "meltingpot/prisoners_dilemma_in_the_matrix__arena",
         "meltingpot/territory__rooms",
     ],
+    "overcooked_frames.png": [
+        "overcooked/cramped_room",
+        "overcooked/asymmetric_advantages",
+        "overcooked/coordination_ring",
+        "overcooked/forced_coordination",
+        "overcooked/counter_circuit",
+    ],
 }
 # random steps before the frame where 5 show too little (the armies have not met yet)
-STEPS = {"magent2/battle": 30}
+STEPS = {
+    "magent2/battle": 30,
+    **{
+        f"overcooked/{n}": 20
+        for n in (
+            "cramped_room",
+            "asymmetric_advantages",
+            "coordination_ring",
+            "forced_coordination",
+            "counter_circuit",
+        )
+    },
+}
 
 
 def frame(task: str):
     """An RGB frame of ``task`` after 5 (or ``STEPS[task]``) random steps from seed 0."""
     family = load_task_config(task)["family"]
     # VMAS renders any env on request; the others choose their render mode at build
-    overrides = {} if family in ("vmas", "lbforaging", "rware") else {"render_mode": "rgb_array"}
+    own = ("vmas", "lbforaging", "rware", "overcooked")
+    overrides = {} if family in own else {"render_mode": "rgb_array"}
     env = make_task(task, seed=0, **overrides)
     try:
         env.rollout(STEPS.get(task, 5))

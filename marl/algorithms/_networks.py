@@ -268,15 +268,19 @@ def network_table(algorithms: Sequence[str]) -> dict[str, dict[str, str]]:
 def image_layout(shape: Sequence[int]) -> bool:
     """Whether a per-agent image of ``shape`` is stored channels-last, ``[H, W, C]``.
 
-    The channels are the smaller end dim: ``[10, 10, 5]`` (MAgent2) and ``[88, 88, 3]``
-    (Melting Pot) are ``[H, W, C]``, ``[3, 84, 84]`` is ``[C, H, W]``; a tie (``[5, 5, 5]``)
-    is read as torch's ``[C, H, W]``.
+    The channels are the end dim that differs more (as a ratio) from the middle dim, a
+    spatial one: ``[10, 10, 5]`` (MAgent2), ``[88, 88, 3]`` (Melting Pot) and
+    ``[5, 4, 26]`` (Overcooked's 26 channels over a 5 x 4 kitchen) are ``[H, W, C]``,
+    ``[3, 84, 84]`` is ``[C, H, W]``; a tie (``[5, 5, 5]``) is read as torch's
+    ``[C, H, W]``. (Taking the smaller end dim, as before, read Overcooked's kitchens,
+    which have more channels than cells a side, as ``[C, H, W]``.)
 
     Examples:
-        >>> image_layout((10, 10, 5)), image_layout((3, 84, 84))
-        (True, False)
+        >>> image_layout((10, 10, 5)), image_layout((3, 84, 84)), image_layout((5, 4, 26))
+        (True, False, True)
     """
-    return shape[2] < shape[0]
+    first, middle, last = (math.log(max(int(s), 1)) for s in shape)
+    return abs(last - middle) > abs(first - middle)
 
 
 def _image_slice(info: GroupInfo) -> tuple[tuple[int, ...], tuple[int, int]]:
@@ -392,7 +396,9 @@ def make_network(
         )
     # cnn: the root's image is one agent's. Two 3x3 convs of 16 channels (MAgent2's 10x10
     # views: 576 features for the head); images of 32 pixels and more are strided 2, so
-    # that Melting Pot's 88x88 frames give 7,056 features, not 112,896
+    # that Melting Pot's 88x88 frames give 7,056 features, not 112,896; images under 5
+    # cells a side (Overcooked's 5x4 cramped_room), which two unpadded convs would use
+    # up, are padded 1 and keep their size
     shape, image = _image_slice(info)
     last = image_layout(shape)
     hw = shape[:2] if last else shape[1:]
@@ -405,6 +411,7 @@ def make_network(
         channels_last=last,
         conv_cells=(16, 16),
         stride=2 if min(hw) >= 32 else 1,
+        padding=1 if min(hw) < 5 else 0,
         layer_norm=layer_norm,
         **common,
     )

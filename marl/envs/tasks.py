@@ -5,7 +5,8 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 
 - ``description``: one line;
 - ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
-  ``rware``, ``mamujoco``, ``magent2``, ``meltingpot`` (the wrapper to use), or
+  ``rware``, ``mamujoco``, ``magent2``, ``meltingpot``, ``overcooked`` (the wrapper
+  to use), or
   ``marl`` for marl's own tasks (``env: {builtin: recall, ...}``);
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
@@ -46,6 +47,7 @@ _FAMILY_PACKAGES = {
     "mamujoco": "gymnasium_robotics",
     "magent2": "magent2",
     "meltingpot": "meltingpot",
+    "overcooked": "overcooked_ai_py",
     "marl": "marl",
 }
 # marl's own (batched) tasks: the ``builtin`` entry of their ``env`` section -> (module, class).
@@ -60,6 +62,7 @@ _FACTORY_FAMILIES = {
     "mamujoco": ("marl.envs.libs.mamujoco", "MaMuJoCoEnv"),
     "magent2": ("marl.envs.libs.magent2", "magent2_env"),
     "meltingpot": ("marl.envs.libs.meltingpot", "meltingpot_env"),
+    "overcooked": ("marl.envs.libs.overcooked", "OvercookedEnv"),
 }
 _TUPLE_ARGS = {
     "env_id",
@@ -190,6 +193,15 @@ _WRAPPER_ARGS = {
         "device",
         "render_mode",
     },
+    "overcooked": {
+        "layout",
+        "horizon",
+        "reward_shaping",
+        "group_map",
+        "seed",
+        "categorical_actions",
+        "device",
+    },
 }
 
 
@@ -284,7 +296,8 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
 
     Args:
         family: only this family (``"vmas"``, ``"pettingzoo"``, ``"gymnasium"``,
-            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``, ``"magent2"``, ``"meltingpot"``).
+            ``"lbforaging"``, ``"rware"``, ``"mamujoco"``, ``"magent2"``, ``"meltingpot"``,
+            ``"overcooked"``).
         available: only tasks whose packages are installed (see :func:`task_available`).
 
     Returns:
@@ -412,7 +425,7 @@ def make_task(
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
         num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
             defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
-            LBF, RWARE, MaMuJoCo and MAgent2 tasks are unbatched by default and stacked in a
+            LBF, RWARE, MaMuJoCo, MAgent2 and Overcooked tasks are unbatched by default and stacked in a
             ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
         device: device of the tensors (``None``: the wrapper's default).

@@ -41,6 +41,8 @@ class MultiAgentConvNet(nn.Module):
         kernel_sizes: kernel size, or one per layer.
         strides: stride, or one per layer.
         activation: activation class.
+        paddings: zero padding on each side, or one per layer (``1`` keeps a 3x3
+            conv's output the size of its input at stride 1).
 
     Examples:
         >>> net = MultiAgentConvNet(2, 3, centralized=False, share_params=False,
@@ -60,6 +62,7 @@ class MultiAgentConvNet(nn.Module):
         kernel_sizes: int | Sequence[int] = 3,
         strides: int | Sequence[int] = 1,
         activation: type[nn.Module] = nn.ELU,
+        paddings: int | Sequence[int] = 0,
     ) -> None:
         super().__init__()
         self.n_agents, self.in_channels = n_agents, in_channels
@@ -67,11 +70,13 @@ class MultiAgentConvNet(nn.Module):
         depth = len(num_cells)
         kernels = _per_layer(kernel_sizes, depth, "kernel_sizes")
         strides_ = _per_layer(strides, depth, "strides")
+        paddings_ = _per_layer(paddings, depth, "paddings")
         groups = 1 if share_params else n_agents
         c_in = in_channels * (n_agents if centralized else 1)
         layers: list[nn.Module] = []
-        for c_out, k, s in zip(num_cells, kernels, strides_):
-            layers += [nn.Conv2d(c_in * groups, c_out * groups, k, s, groups=groups), activation()]
+        for c_out, k, s, p in zip(num_cells, kernels, strides_, paddings_):
+            conv = nn.Conv2d(c_in * groups, c_out * groups, k, s, padding=p, groups=groups)
+            layers += [conv, activation()]
             c_in = c_out
         self.net = nn.Sequential(*layers)
 
@@ -124,8 +129,10 @@ class MultiAgentCNN(nn.Module):
         channels_last: the image is stored ``[H, W, C]``.
         centralized: every agent's head sees every agent's image (a critic).
         share_params: one CNN and head for every agent.
-        conv_cells: output channels of the conv layers (3x3, unpadded).
+        conv_cells: output channels of the conv layers (3x3).
         stride: the conv layers' stride (2 shrinks a large image's features 4x a layer).
+        padding: the conv layers' zero padding (0: unpadded; 1 keeps the image's size
+            at stride 1, for images too small to lose 2 cells a side per layer).
         num_cells: hidden widths of the head.
         activation: activation class.
         device: where to create the parameters.
@@ -152,6 +159,7 @@ class MultiAgentCNN(nn.Module):
         share_params: bool,
         conv_cells: Sequence[int] = (32, 32),
         stride: int = 1,
+        padding: int = 0,
         num_cells: Sequence[int] = (64, 64),
         activation: type[nn.Module] = nn.ELU,
         device: torch.device | str | None = None,
@@ -168,8 +176,9 @@ class MultiAgentCNN(nn.Module):
         self.shape = shape
         channels, h, w = (shape[2], shape[0], shape[1]) if channels_last else shape
         out_h, out_w = h, w
-        for _ in conv_cells:  # each unpadded 3x3 conv: (size - 3) // stride + 1
-            out_h, out_w = (out_h - 3) // stride + 1, (out_w - 3) // stride + 1
+        for _ in conv_cells:  # each 3x3 conv: (size + 2 * padding - 3) // stride + 1
+            out_h = (out_h + 2 * padding - 3) // stride + 1
+            out_w = (out_w + 2 * padding - 3) // stride + 1
         if min(out_h, out_w) < 1:
             raise ValueError(f"a {h}x{w} image is too small for {len(conv_cells)} 3x3 convs")
         self.conv = MultiAgentConvNet(
@@ -181,6 +190,7 @@ class MultiAgentCNN(nn.Module):
             kernel_sizes=3,
             strides=stride,
             activation=activation,
+            paddings=padding,
         ).to(device)
         size = conv_cells[-1] * out_h * out_w
         rest = n_agent_inputs - (image[1] - image[0])

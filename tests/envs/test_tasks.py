@@ -53,6 +53,11 @@ EXPECTED = {
         "commons_harvest__open", "clean_up", "collaborative_cooking__asymmetric",
         "prisoners_dilemma_in_the_matrix__arena", "territory__rooms",
     ],
+    # the five kitchens of Carroll et al. (2019)
+    "overcooked": [
+        "cramped_room", "asymmetric_advantages", "coordination_ring", "forced_coordination",
+        "counter_circuit",
+    ],
     # marl's own tasks: a memory test for the recurrent models
     "marl": ["recall"],
 }  # fmt: skip
@@ -81,6 +86,7 @@ SMALL = {
     "mamujoco": dict(max_episode_steps=4),
     "magent2": dict(max_cycles=4),  # full maps (up to 495 agents): about 0.1 s a step
     "meltingpot": dict(max_steps=4),
+    "overcooked": dict(horizon=4),
     "marl": dict(num_envs=2),
 }
 
@@ -199,7 +205,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 86\n"
+        "assert len(list_tasks()) == 91\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included

@@ -10,6 +10,7 @@ from marl.envs.libs.lbforaging import LBForagingEnv
 from marl.envs.libs.magent2 import magent2_env
 from marl.envs.libs.mamujoco import MaMuJoCoEnv
 from marl.envs.libs.meltingpot import meltingpot_env
+from marl.envs.libs.overcooked import OvercookedEnv
 from marl.envs.libs.pettingzoo import PettingZooEnv
 from marl.envs.libs.rware import RwareEnv
 from marl.envs.libs.vmas import VmasEnv
@@ -18,6 +19,7 @@ __all__ = [
     "GymnasiumEnv",
     "LBForagingEnv",
     "MaMuJoCoEnv",
+    "OvercookedEnv",
     "PettingZooEnv",
     "RwareEnv",
     "VmasEnv",
