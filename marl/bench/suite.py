@@ -352,8 +352,8 @@ def load_suite(name_or_path: str | Path) -> Suite:
 
     Examples:
         >>> suite = load_suite("vmas_small")
-        >>> len(suite.runs())  # (4 algorithms x 3 tasks + 5 on navigation only) x 3 seeds
-        51
+        >>> len(suite.runs())  # (6 algorithms x 3 tasks + 5 on navigation only) x 3 seeds
+        69
         >>> load_suite("nope")
         Traceback (most recent call last):
         ...

@@ -288,7 +288,7 @@ def test_cli_subset_of_a_suite(tmp_path, capsys):
     assert "12 runs: 12 to run" in text  # 2 algorithms x 3 tasks x 2 seeds
     assert "masac" not in text and "seed=2" not in text
     assert bench_cli.main([*args, "--tasks", "vmas/balance"]) == 0
-    assert "12 runs" in capsys.readouterr().out  # 4 algorithms x 1 task x 3 seeds
+    assert "18 runs" in capsys.readouterr().out  # 6 algorithms x 1 task x 3 seeds
     assert bench_cli.main([*args, "--algorithms", "mapo"]) == 2
     assert "--algorithms: ['mapo'] not in suite 'vmas_small'" in capsys.readouterr().err
     assert bench_cli.main([*args, "--seeds", "9"]) == 2
