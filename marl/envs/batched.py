@@ -27,7 +27,14 @@ from tensordict import TensorDict, TensorDictBase
 from marl.envs.common import EnvBase
 from marl.specs import Composite
 
-__all__ = ["HostArrayEnv", "ParallelEnv", "SerialEnv", "WorkerError", "arrays_to_td"]
+__all__ = [
+    "HostArrayEnv",
+    "ParallelEnv",
+    "SerialEnv",
+    "WorkerError",
+    "arrays_to_td",
+    "env_flag_arrays",
+]
 
 
 @runtime_checkable
@@ -103,6 +110,20 @@ def arrays_to_td(
         root[g] = _new_td(entries, size)
     out = _new_td(root, batch_size)
     return out if device.type == "cpu" else out.to(device)
+
+
+def env_flag_arrays(done: bool, truncated: bool) -> dict[str, np.ndarray]:
+    """The env-level ``done``/``terminated``/``truncated`` ``[1]`` flags as fresh arrays.
+
+    ``terminated`` is ``done and not truncated``. Three views of one array: one
+    allocation a step instead of three.
+
+    Examples:
+        >>> {k: v.tolist() for k, v in env_flag_arrays(True, True).items()}
+        {'done': [True], 'terminated': [False], 'truncated': [True]}
+    """
+    flags = np.array([done, done and not truncated, truncated and done])
+    return {"done": flags[0:1], "terminated": flags[1:2], "truncated": flags[2:3]}
 
 
 def _new_td(entries: dict[str, Any], batch_size: torch.Size) -> TensorDict:

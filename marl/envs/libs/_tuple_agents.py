@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.batched import arrays_to_td
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
     numpy_to_torch_dtype,
@@ -241,11 +241,7 @@ class TupleAgentsEnv(EnvBase):
                 r = np.asarray(rewards if idx is None else [rewards[i] for i in idx])
                 group["reward"] = r.astype(self._reward_dtype)[:, None]
             root[g] = group
-        truncated = done and self._time_limit_reached()
-        flags = np.array([done, done and not truncated, truncated])
-        root["done"] = flags[0:1]
-        root["terminated"] = flags[1:2]
-        root["truncated"] = flags[2:3]
+        root.update(env_flag_arrays(done, done and self._time_limit_reached()))
         return root
 
     def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> TensorDict:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.batched import arrays_to_td
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
@@ -192,12 +192,9 @@ class OvercookedEnv(EnvBase):
             if rewards is not None:
                 group["reward"] = rewards[:, None] if idx is None else rewards[idx, None]
             root[g] = group
+        # an episode only ends on the horizon: a truncation
         truncated = rewards is not None and self._state.timestep >= self.horizon
-        # one array, three views: torch.tensor costs more than the step's other flags work
-        flags = np.array([truncated, False, truncated])
-        root["done"] = flags[0:1]
-        root["terminated"] = flags[1:2]
-        root["truncated"] = flags[2:3]
+        root.update(env_flag_arrays(truncated, truncated))
         return root
 
     def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> TensorDict:

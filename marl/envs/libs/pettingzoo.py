@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.batched import arrays_to_td
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
     _kind,
@@ -336,11 +336,7 @@ class PettingZooEnv(EnvBase):
                 group["reward"] = r[:, None]
             root[g] = group
         done = any_done if self.done_on_any else all_done
-        truncated = done and ending_trunc
-        flags = np.array([done, done and not truncated, truncated])
-        root["done"] = flags[0:1]
-        root["terminated"] = flags[1:2]
-        root["truncated"] = flags[2:3]
+        root.update(env_flag_arrays(done, ending_trunc))
         if self.return_state:
             # np.array copies: the env may update its state array in place
             root["state"] = np.array(self._env.state(), dtype=self._state_np_dtype)
