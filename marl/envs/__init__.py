@@ -1,7 +1,7 @@
 """Environments: the `EnvBase` API, transforms, batched envs and wrappers."""
 
 from marl.envs.action_checks import InvalidActionError
-from marl.envs.batched import ParallelEnv, SerialEnv, WorkerError
+from marl.envs.batched import HostArrayEnv, ParallelEnv, SerialEnv, WorkerError, arrays_to_td
 from marl.envs.builtin_transforms import (
     DoubleToFloat,
     ExcludeTransform,
@@ -11,7 +11,7 @@ from marl.envs.builtin_transforms import (
     RewardSum,
     StepCounter,
 )
-from marl.envs.checks import EnvSpecError, check_env_specs
+from marl.envs.checks import EnvSpecError, check_env_specs, check_serial_arrays
 from marl.envs.common import EnvBase, make_done_spec, step_mdp
 
 # Wrappers import their third-party library lazily (when an env is built).
@@ -37,6 +37,7 @@ __all__ = [
     "EnvSpecs",
     "ExcludeTransform",
     "GymnasiumEnv",
+    "HostArrayEnv",
     "InitTracker",
     "InvalidActionError",
     "LBForagingEnv",
@@ -54,7 +55,9 @@ __all__ = [
     "TransformedEnv",
     "VmasEnv",
     "WorkerError",
+    "arrays_to_td",
     "check_env_specs",
+    "check_serial_arrays",
     "list_tasks",
     "magent2_env",
     "make_done_spec",

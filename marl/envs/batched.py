@@ -1,6 +1,9 @@
 """Batched envs: run several copies of a non-vectorized env as one env.
 
-- :class:`SerialEnv` steps the copies one after the other in this process.
+- :class:`SerialEnv` steps the copies one after the other in this process. Copies
+  that follow :class:`HostArrayEnv` (every PettingZoo-based wrapper) hand it numpy
+  arrays, which it stacks into one TensorDict a step instead of building and
+  stacking one TensorDict per copy.
 - :class:`ParallelEnv` runs each copy in a worker process. Actions and results
   travel through shared-memory TensorDicts preallocated once; the pipes only
   carry short commands, never per-step pickled data.
@@ -15,15 +18,121 @@ import contextlib
 import multiprocessing as mp
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
+import numpy as np
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.common import EnvBase
 from marl.specs import Composite
 
-__all__ = ["ParallelEnv", "SerialEnv", "WorkerError"]
+__all__ = [
+    "HostArrayEnv",
+    "ParallelEnv",
+    "SerialEnv",
+    "WorkerError",
+    "arrays_to_td",
+    "env_flag_arrays",
+]
+
+
+@runtime_checkable
+class HostArrayEnv(Protocol):
+    """An unbatched env whose outputs start as numpy arrays on the host.
+
+    Such an env builds its outputs as a nested dict of numpy arrays (the
+    TensorDict's layout: a dict per sub-TensorDict, an array per leaf) and only
+    then turns them into a TensorDict. :class:`SerialEnv` uses the arrays
+    directly: it stacks its copies' arrays leaf by leaf and builds one TensorDict
+    a step, instead of one per copy and a TensorDict stack (most of a batched
+    host env's overhead). The outputs must equal ``_reset``'s and ``_step``'s:
+    :func:`~marl.envs.check_serial_arrays` compares the two paths.
+
+    Examples:
+        >>> from marl.envs import PettingZooEnv
+        >>> isinstance(PettingZooEnv("simple_spread_v3"), HostArrayEnv)
+        True
+        >>> SerialEnv(4, PettingZooEnv, {"task": "simple_spread_v3"}).use_arrays
+        True
+    """
+
+    def reset_arrays(self) -> dict[str, Any]:
+        """Reset the whole env; ``_reset(None)``'s outputs as nested numpy arrays."""
+        ...
+
+    def step_arrays(self, inputs: Any) -> dict[str, Any]:
+        """Step with ``inputs`` (key of the action and state specs -> this env's
+        tensor); ``_step``'s outputs as nested numpy arrays, all fresh."""
+        ...
+
+    def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> Any:
+        """The TensorDict of the arrays, ``batch_size`` the dims stacked in front."""
+        ...
+
+
+def arrays_to_td(
+    arrays: dict[str, Any],
+    batch_size: torch.Size,
+    group_sizes: dict[str, torch.Size],
+    device: torch.device,
+) -> TensorDict:
+    """The TensorDict of a wrapper's nested numpy outputs (the per-step hot path).
+
+    ``arrays`` holds root arrays (the env-level flags, a state) and a dict per group
+    (``group_sizes[g]`` its agent dims), whose entries are arrays or dicts of arrays
+    (dict observations). ``batch_size`` holds the dims stacked in front of every
+    array (``[]`` for one env, ``[num_envs]`` for :class:`~marl.envs.SerialEnv`).
+    The tensors share the arrays' memory; the result moves to ``device``.
+
+    Examples:
+        >>> import numpy as np
+        >>> arrays = {"agents": {"observation": np.zeros((2, 3), np.float32)},
+        ...           "done": np.zeros(1, bool)}
+        >>> td = arrays_to_td(arrays, torch.Size([]), {"agents": torch.Size([2])},
+        ...                   torch.device("cpu"))
+        >>> td["agents", "observation"].shape, td["agents"].batch_size
+        (torch.Size([2, 3]), torch.Size([2]))
+    """
+    from_numpy = torch.from_numpy
+    root: dict[str, Any] = {}
+    for g, group in arrays.items():
+        if not isinstance(group, dict):
+            root[g] = from_numpy(group)
+            continue
+        size = torch.Size([*batch_size, *group_sizes[g]])
+        entries = {}
+        for k, v in group.items():
+            if isinstance(v, dict):
+                entries[k] = _new_td({kk: from_numpy(vv) for kk, vv in v.items()}, size)
+            else:
+                entries[k] = from_numpy(v)
+        root[g] = _new_td(entries, size)
+    out = _new_td(root, batch_size)
+    return out if device.type == "cpu" else out.to(device)
+
+
+def env_flag_arrays(done: bool, truncated: bool) -> dict[str, np.ndarray]:
+    """The env-level ``done``/``terminated``/``truncated`` ``[1]`` flags as fresh arrays.
+
+    ``terminated`` is ``done and not truncated``. Three views of one array: one
+    allocation a step instead of three.
+
+    Examples:
+        >>> {k: v.tolist() for k, v in env_flag_arrays(True, True).items()}
+        {'done': [True], 'terminated': [False], 'truncated': [True]}
+    """
+    flags = np.array([done, done and not truncated, truncated and done])
+    return {"done": flags[0:1], "terminated": flags[1:2], "truncated": flags[2:3]}
+
+
+def _new_td(entries: dict[str, Any], batch_size: torch.Size) -> TensorDict:
+    # TensorDict._new_unsafe skips the public constructor's per-entry checks; the
+    # entries are known to be valid (see marl.envs.libs._spaces.new_td)
+    new = getattr(TensorDict, "_new_unsafe", None)
+    if new is None:  # pragma: no cover - other tensordict versions
+        return TensorDict(entries, batch_size=batch_size)
+    return new(entries, batch_size=batch_size)
 
 
 class WorkerError(RuntimeError):
@@ -74,10 +183,16 @@ class _BatchedEnv(EnvBase):
 class SerialEnv(_BatchedEnv):
     """Several copies of an env, stepped in turn in this process.
 
+    Copies that follow :class:`HostArrayEnv` are stepped through their numpy
+    arrays (one TensorDict a step for the whole batch); others through their own
+    TensorDicts, stacked. Both give the same outputs.
+
     Args:
         num_workers: number of copies.
         create_env_fn: builds one env (called ``num_workers`` times).
         create_env_kwargs: keyword arguments for ``create_env_fn``.
+        use_arrays: step :class:`HostArrayEnv` copies through their arrays (the
+            default); False builds a TensorDict per copy (for comparisons).
 
     Examples:
         >>> from marl.testing import SingleAgentFakeEnv
@@ -91,6 +206,8 @@ class SerialEnv(_BatchedEnv):
         num_workers: int,
         create_env_fn: Callable[..., EnvBase],
         create_env_kwargs: dict[str, Any] | None = None,
+        *,
+        use_arrays: bool = True,
     ) -> None:
         super().__init__(num_workers, create_env_fn, create_env_kwargs)
         self.envs = [create_env_fn(**self.create_env_kwargs) for _ in range(num_workers)]
@@ -98,9 +215,19 @@ class SerialEnv(_BatchedEnv):
             if not isinstance(e, EnvBase):
                 raise TypeError(f"create_env_fn must return an EnvBase, got {type(e).__name__}")
         self._setup_specs(self.envs[0])
+        meta = self.envs[0]
+        # batch-free copies only: arrays stack along one new leading dim
+        self.use_arrays = bool(
+            use_arrays and isinstance(meta, HostArrayEnv) and meta.batch_size == torch.Size([])
+        )
+        if self.use_arrays:
+            # the copies' outputs are whole (see EnvBase.complete_done_flags)
+            self.complete_done_flags = meta.complete_done_flags
 
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
         mask = self._worker_mask(td)
+        if self.use_arrays:
+            return self._reset_arrays(mask)
         outs = []
         for i, env in enumerate(self.envs):
             if mask is None:
@@ -115,9 +242,35 @@ class SerialEnv(_BatchedEnv):
         return torch.stack(outs, 0)
 
     def _step(self, td: TensorDictBase) -> TensorDictBase:
+        if self.use_arrays:
+            # each input's rows, one unbind per key (cheaper than td.unbind over every key)
+            rows = {k: td.get(k).unbind(0) for k in self._input_keys}
+            arrays = [
+                env.step_arrays({k: v[i] for k, v in rows.items()})
+                for i, env in enumerate(self.envs)
+            ]
+            return self.envs[0].arrays_to_tensordict(_stack_arrays(arrays), self.batch_size)
         # one unbind gives every env's view (td[i] per env walks every key each time)
         subs = td.unbind(0)
         return torch.stack([env._step_proc(sub) for sub, env in zip(subs, self.envs)], 0)
+
+    def _reset_arrays(self, mask: torch.Tensor | None) -> TensorDictBase:
+        """Reset the copies under ``mask`` (all with None) through their arrays.
+
+        The copies not reset get zeros, which the base class replaces with their
+        current values (as in the TensorDict path).
+        """
+        flags = [True] * self.num_workers if mask is None else mask.reshape(-1).tolist()
+        arrays: list[dict[str, Any] | None] = [
+            env.reset_arrays() if flag else None for env, flag in zip(self.envs, flags)
+        ]
+        template = next(a for a in arrays if a is not None)
+        zeros = None
+        for i, a in enumerate(arrays):
+            if a is None:
+                zeros = zeros if zeros is not None else _zeros_like_arrays(template)
+                arrays[i] = zeros
+        return self.envs[0].arrays_to_tensordict(_stack_arrays(arrays), self.batch_size)
 
     def _set_seed(self, seed: int | None) -> None:
         for i, env in enumerate(self.envs):
@@ -127,6 +280,20 @@ class SerialEnv(_BatchedEnv):
         for env in self.envs:
             env.close()
         super().close()
+
+
+def _stack_arrays(items: list[Any]) -> Any:
+    """Stack nested dicts of numpy arrays leaf by leaf along a new first dim."""
+    first = items[0]
+    if isinstance(first, dict):
+        return {k: _stack_arrays([item[k] for item in items]) for k in first}
+    return np.stack(items)
+
+
+def _zeros_like_arrays(arrays: Any) -> Any:
+    if isinstance(arrays, dict):
+        return {k: _zeros_like_arrays(v) for k, v in arrays.items()}
+    return np.zeros_like(arrays)
 
 
 def _worker(

@@ -1,7 +1,9 @@
-"""`check_env_specs`: the public checker every env and transform must pass."""
+"""The public checkers: `check_env_specs` (every env and transform must pass it) and
+`check_serial_arrays` (every :class:`~marl.envs.HostArrayEnv`)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -10,7 +12,7 @@ from tensordict import TensorDictBase
 from marl.envs.common import EnvBase
 from marl.specs import Composite, NestedKey, TensorSpec
 
-__all__ = ["EnvSpecError", "check_env_specs"]
+__all__ = ["EnvSpecError", "check_env_specs", "check_serial_arrays"]
 
 
 class EnvSpecError(AssertionError):
@@ -162,3 +164,89 @@ def _norm_keys(spec: Composite) -> list[tuple[str, ...]]:
         (k,) if isinstance(k, str) else tuple(k)
         for k in spec.keys(include_nested=True, leaves_only=True)
     ]
+
+
+def check_serial_arrays(
+    create_env_fn: Callable[..., EnvBase],
+    create_env_kwargs: dict[str, Any] | None = None,
+    num_envs: int = 3,
+    steps: int = 60,
+    seed: int = 0,
+) -> None:
+    """Check a :class:`~marl.envs.HostArrayEnv`: its arrays give its own outputs.
+
+    Builds two :class:`~marl.envs.SerialEnv` of ``num_envs`` copies, one stepping
+    through the copies' numpy arrays and one through their TensorDicts, seeds both
+    alike and compares a random-action rollout of ``steps`` steps (ended episodes
+    reset), then a partial reset of the first copy: every key, dtype, shape and
+    value must match. Then runs :func:`check_env_specs` on the arrays path.
+
+    Args:
+        create_env_fn: builds one (unbatched) env.
+        create_env_kwargs: keyword arguments for ``create_env_fn``.
+        num_envs: copies in each ``SerialEnv`` (at least 2, for the partial reset).
+        steps: rollout length; long enough for some episodes to end checks the resets.
+        seed: the seed of both.
+
+    Raises:
+        TypeError: when the env does not follow ``HostArrayEnv``.
+        EnvSpecError: listing every difference, one per line.
+
+    Examples:
+        >>> from marl.envs import PettingZooEnv
+        >>> check_serial_arrays(PettingZooEnv, {"task": "simple_spread_v3", "max_cycles": 5})
+    """
+    from marl.envs.batched import SerialEnv
+
+    if num_envs < 2:
+        raise ValueError(f"num_envs must be >= 2 (for the partial reset), got {num_envs}")
+    arrays = SerialEnv(num_envs, create_env_fn, create_env_kwargs, use_arrays=True)
+    tds = SerialEnv(num_envs, create_env_fn, create_env_kwargs, use_arrays=False)
+    try:
+        if not arrays.use_arrays:
+            meta = arrays.envs[0]
+            raise TypeError(
+                f"{type(meta).__name__} is not a HostArrayEnv: it needs reset_arrays, "
+                "step_arrays and arrays_to_tensordict, and batch size [] "
+                f"(got {tuple(meta.batch_size)})"
+            )
+        problems: list[str] = []
+        outs = []
+        for env in (arrays, tds):
+            env.set_seed(seed)
+            rollout = env.rollout(steps, break_when_any_done=False)
+            mask = torch.zeros(num_envs, 1, dtype=torch.bool)
+            mask[0] = True
+            root = rollout[:, -1].get("next").exclude(*env.reward_keys)
+            root.set("_reset", mask)
+            outs.append((rollout, env.reset(root)))
+        for where, a, b in (
+            ("rollout", outs[0][0], outs[1][0]),
+            ("partial reset", outs[0][1], outs[1][1]),
+        ):
+            _compare(problems, where, a, b)
+        if problems:
+            raise EnvSpecError(
+                f"{type(arrays.envs[0]).__name__}: the arrays path (SerialEnv use_arrays=True) "
+                "differs from the TensorDict path:\n" + "\n".join(problems)
+            )
+        check_env_specs(arrays, steps=3, seed=seed)
+    finally:
+        arrays.close()
+        tds.close()
+
+
+def _compare(problems: list[str], where: str, a: TensorDictBase, b: TensorDictBase) -> None:
+    keys_a, keys_b = set(a.keys(True, True)), set(b.keys(True, True))
+    for key in sorted(keys_a ^ keys_b, key=str):
+        side = "arrays" if key in keys_a else "TensorDicts"
+        problems.append(f"{where}: key {_fmt(key)} only in the {side} path")
+    for key in sorted(keys_a & keys_b, key=str):
+        x, y = a.get(key), b.get(key)
+        if x.dtype != y.dtype or x.shape != y.shape:
+            problems.append(
+                f"{where}: key {_fmt(key)}: {x.dtype} {tuple(x.shape)} (arrays) vs "
+                f"{y.dtype} {tuple(y.shape)} (TensorDicts)"
+            )
+        elif not torch.equal(x, y):
+            problems.append(f"{where}: key {_fmt(key)}: values differ")

@@ -16,21 +16,22 @@ The env is unbatched (batch size ``[]``); run several with ``SerialEnv`` or
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
-    new_td,
     numpy_to_torch_dtype,
     space_to_spec,
     stack_agent_specs,
 )
 from marl.groups import GroupMap, GroupMapLike
-from marl.specs import Composite, OneHot, Unbounded
+from marl.specs import Composite, NestedKey, OneHot, Unbounded
 
 __all__ = ["TupleAgentsEnv"]
 
@@ -227,30 +228,31 @@ class TupleAgentsEnv(EnvBase):
         return False
 
     # ------------------------------------------------------------ data
-    def _pack(self, obs: Any, rewards: Any, done: bool) -> TensorDictBase:
-        """One TensorDict with every group's entries and the root flags (the hot path)."""
+    def _pack_arrays(self, obs: Any, rewards: Any, done: bool) -> dict[str, Any]:
+        """Every group's entries and the root flags as fresh numpy arrays (the hot path)."""
         masks = self._action_masks() if self.has_action_mask else None
         root: dict[str, Any] = {}
         for g, idx in self._groups:
             stacked = np.stack(obs if idx is None else [obs[i] for i in idx])
-            group: dict[str, Any] = {
-                "observation": torch.from_numpy(stacked.astype(self._obs_dtype[g], copy=False))
-            }
+            group: dict[str, Any] = {"observation": stacked.astype(self._obs_dtype[g], copy=False)}
             if masks is not None:
-                group["action_mask"] = torch.from_numpy(masks if idx is None else masks[idx])
+                group["action_mask"] = masks if idx is None else masks[idx]
             if rewards is not None:
                 r = np.asarray(rewards if idx is None else [rewards[i] for i in idx])
-                group["reward"] = torch.from_numpy(r.astype(self._reward_dtype)[:, None])
-            root[g] = new_td(group, self._group_sizes[g])
-        truncated = done and self._time_limit_reached()
-        flags = np.array([done, done and not truncated, truncated])
-        root["done"] = torch.from_numpy(flags[0:1])
-        root["terminated"] = torch.from_numpy(flags[1:2])
-        root["truncated"] = torch.from_numpy(flags[2:3])
-        out = new_td(root, _SCALAR)
-        return out if self.device.type == "cpu" else out.to(self.device)
+                group["reward"] = r.astype(self._reward_dtype)[:, None]
+            root[g] = group
+        root.update(env_flag_arrays(done, done and self._time_limit_reached()))
+        return root
 
-    def _actions(self, td: TensorDictBase) -> list[Any]:
+    def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> TensorDict:
+        """The TensorDict of :meth:`step_arrays`' arrays (or a stack of them).
+
+        See :class:`~marl.envs.HostArrayEnv`: ``batch_size`` holds the dims stacked
+        in front of every array.
+        """
+        return arrays_to_td(arrays, batch_size, self._group_sizes, self.device)
+
+    def _actions(self, inputs: Mapping[NestedKey, Any]) -> list[Any]:
         """Every agent's action in agent order (ints; lists for ``MultiDiscrete``).
 
         Straight from the tensor (``tolist``), without numpy: both packages take
@@ -258,7 +260,7 @@ class TupleAgentsEnv(EnvBase):
         """
         actions: list[Any] = [0] * self.n_agents
         for g, idx in self._groups:
-            a = td.get((g, "action"))
+            a = inputs[g, "action"]
             if self._one_hot[g]:
                 a = a.argmax(-1)
             values = a.tolist()
@@ -270,13 +272,22 @@ class TupleAgentsEnv(EnvBase):
 
     # ------------------------------------------------------------ reset / step
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
-        seed, self._seed_next = self._seed_next, None
-        obs, _ = self._env.reset(seed=seed)
-        return self._pack(obs, None, False)
+        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
 
     def _step(self, td: TensorDictBase) -> TensorDictBase:
-        obs, rewards, done, truncated, _ = self._env.step(self._actions(td))
-        return self._pack(obs, rewards, bool(done or truncated))
+        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
+
+    def reset_arrays(self) -> dict[str, Any]:
+        """Reset; the first observations and flags as numpy arrays (see
+        :class:`~marl.envs.HostArrayEnv`)."""
+        seed, self._seed_next = self._seed_next, None
+        obs, _ = self._env.reset(seed=seed)
+        return self._pack_arrays(obs, None, False)
+
+    def step_arrays(self, inputs: Mapping[NestedKey, Any]) -> dict[str, Any]:
+        """Step with the ``(g, "action")`` tensors of ``inputs``; the outcome as arrays."""
+        obs, rewards, done, truncated, _ = self._env.step(self._actions(inputs))
+        return self._pack_arrays(obs, rewards, bool(done or truncated))
 
     def _set_seed(self, seed: int | None) -> None:
         self._seed_next = seed

@@ -10,17 +10,18 @@ needs. See :class:`OvercookedEnv`.
 from __future__ import annotations
 
 import difflib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDictBase
+from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
-from marl.envs.libs._spaces import new_td
 from marl.groups import GroupMap, GroupMapLike
-from marl.specs import Categorical, Composite, OneHot, Unbounded
+from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
 
 __all__ = ["N_ACTIONS", "N_CHANNELS", "OvercookedEnv", "layouts"]
 
@@ -180,32 +181,34 @@ class OvercookedEnv(EnvBase):
         self._group_sizes = {g: torch.Size([len(m)]) for g, m in self.group_map.items()}
 
     # ------------------------------------------------------------ data
-    def _pack(self, rewards: np.ndarray | None) -> TensorDictBase:
+    def _pack_arrays(self, rewards: np.ndarray | None) -> dict[str, Any]:
+        """Every group's entries and the root flags as fresh numpy arrays."""
         encoding = self._mdp.lossless_state_encoding(self._state, horizon=self.horizon)
-        images = np.stack(encoding).astype(np.float32)  # [2, W, H, 26]
+        # np.array of the list stacks and casts in one pass (np.stack + astype copy twice)
+        images = np.array(encoding, dtype=np.float32)  # [2, W, H, 26]
         root: dict[str, Any] = {}
         for g, idx in self._groups:
-            group: dict[str, Any] = {
-                "observation": torch.from_numpy(images if idx is None else images[idx])
-            }
+            group: dict[str, Any] = {"observation": images if idx is None else images[idx]}
             if rewards is not None:
-                group["reward"] = torch.from_numpy(
-                    rewards[:, None] if idx is None else rewards[idx, None]
-                )
-            root[g] = new_td(group, self._group_sizes[g])
+                group["reward"] = rewards[:, None] if idx is None else rewards[idx, None]
+            root[g] = group
+        # an episode only ends on the horizon: a truncation
         truncated = rewards is not None and self._state.timestep >= self.horizon
-        # one array, three views: torch.tensor costs more than the step's other flags work
-        flags = np.array([truncated, False, truncated])
-        root["done"] = torch.from_numpy(flags[0:1])
-        root["terminated"] = torch.from_numpy(flags[1:2])
-        root["truncated"] = torch.from_numpy(flags[2:3])
-        out = new_td(root, _SCALAR)
-        return out if self.device.type == "cpu" else out.to(self.device)
+        root.update(env_flag_arrays(truncated, truncated))
+        return root
 
-    def _joint_action(self, td: TensorDictBase) -> tuple[Any, ...]:
+    def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> TensorDict:
+        """The TensorDict of :meth:`step_arrays`' arrays (or a stack of them).
+
+        See :class:`~marl.envs.HostArrayEnv`: ``batch_size`` holds the dims stacked
+        in front of every array.
+        """
+        return arrays_to_td(arrays, batch_size, self._group_sizes, self.device)
+
+    def _joint_action(self, inputs: Mapping[NestedKey, Any]) -> tuple[Any, ...]:
         actions = [0] * self.n_agents
         for g, idx in self._groups:
-            a = td.get((g, "action"))
+            a = inputs[g, "action"]
             if not self.categorical_actions:
                 a = a.argmax(-1)
             values = a.tolist()  # one host read, not one per player
@@ -219,15 +222,24 @@ class OvercookedEnv(EnvBase):
 
     # ------------------------------------------------------------ reset / step
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
-        self._state = self._mdp.get_standard_start_state()
-        return self._pack(None)
+        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
 
     def _step(self, td: TensorDictBase) -> TensorDictBase:
-        self._state, info = self._mdp.get_state_transition(self._state, self._joint_action(td))
+        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
+
+    def reset_arrays(self) -> dict[str, Any]:
+        """Reset; the first observations and flags as numpy arrays (see
+        :class:`~marl.envs.HostArrayEnv`)."""
+        self._state = self._mdp.get_standard_start_state()
+        return self._pack_arrays(None)
+
+    def step_arrays(self, inputs: Mapping[NestedKey, Any]) -> dict[str, Any]:
+        """Step with the ``(g, "action")`` tensors of ``inputs``; the outcome as arrays."""
+        self._state, info = self._mdp.get_state_transition(self._state, self._joint_action(inputs))
         sparse = float(sum(info["sparse_reward_by_agent"]))  # the team's soups, to both
         shaped = np.asarray(info["shaped_reward_by_agent"], dtype=np.float32)
         rewards = (sparse + self.reward_shaping * shaped).astype(np.float32)
-        return self._pack(rewards)
+        return self._pack_arrays(rewards)
 
     def _set_seed(self, seed: int | None) -> None:
         pass  # the MDP is deterministic: every episode starts from the standard start state

@@ -9,23 +9,24 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
     _kind,
-    new_td,
     numpy_to_torch_dtype,
     space_to_spec,
     stack_agent_specs,
     to_numpy_action,
 )
 from marl.groups import GroupMap, GroupMapLike
-from marl.specs import Composite, OneHot, TensorSpec, Unbounded
+from marl.specs import Composite, NestedKey, OneHot, TensorSpec, Unbounded
 
 __all__ = ["PettingZooEnv"]
 
@@ -145,7 +146,7 @@ class PettingZooEnv(EnvBase):
         (torch.Size([4, 3, 16]), torch.Size([4, 1, 14]))
     """
 
-    complete_done_flags = True  # _pack writes every flag, at the root and per group
+    complete_done_flags = True  # _pack_arrays writes every flag, at the root and per group
 
     def __init__(
         self,
@@ -301,19 +302,19 @@ class PettingZooEnv(EnvBase):
         return spec, None
 
     # ------------------------------------------------------------ data
-    def _pack(
+    def _pack_arrays(
         self, raw: dict[str, Any], rewards: dict[str, float] | None, live: set[str]
-    ) -> TensorDict:
-        """One TensorDict with every group's observations, rewards and flags.
+    ) -> dict[str, Any]:
+        """Every group's observations, rewards and flags as nested numpy arrays.
 
-        Agents missing from ``raw`` (they left the episode) get zeros. Built in
-        one go (few Python objects per step: this is the wrapper's hot path):
-        one numpy array per entry and group, one ``torch.from_numpy`` each, and
-        the per-agent done flags rebuilt only when some agent's flags changed.
+        Agents missing from ``raw`` (they left the episode) get zeros. Few Python
+        objects per step (this is the wrapper's hot path): one numpy array per entry
+        and group, the per-agent done flags rebuilt only when some agent's flags
+        changed. Every array is fresh (outputs never share memory across steps).
         """
         any_done, all_done, ending_trunc = False, True, False
         root: dict[str, Any] = {}
-        flags_cache, from_numpy, use_mask = self._flags_cache, torch.from_numpy, self.use_mask
+        flags_cache, use_mask = self._flags_cache, self.use_mask
         for g, members in self.group_map.items():
             group = self._group_obs(g, members, raw)
             cached = flags_cache.get(g)
@@ -323,30 +324,33 @@ class PettingZooEnv(EnvBase):
             any_done = any_done or g_any
             all_done = all_done and g_all
             ending_trunc = ending_trunc or g_ending_trunc
-            # a fresh copy per step: the outputs must not share memory across steps.
-            # Sliced in numpy: slicing a tensor costs more than from_numpy.
+            # a fresh copy per step; sliced in numpy (slicing a tensor costs more)
             flags = flags.copy()
-            group["terminated"] = from_numpy(flags[:, 0:1])
-            group["truncated"] = from_numpy(flags[:, 1:2])
-            group["done"] = from_numpy(flags[:, 2:3])
+            group["terminated"] = flags[:, 0:1]
+            group["truncated"] = flags[:, 1:2]
+            group["done"] = flags[:, 2:3]
             if use_mask:
-                group["mask"] = from_numpy(np.array([a in live for a in members], bool))
+                group["mask"] = np.array([a in live for a in members], bool)
             if rewards is not None:
                 r = np.array([rewards.get(a, 0.0) for a in members], self._reward_dtype)
-                group["reward"] = from_numpy(r[:, None])
-            root[g] = new_td(group, self._group_sizes[g])
+                group["reward"] = r[:, None]
+            root[g] = group
         done = any_done if self.done_on_any else all_done
-        truncated = done and ending_trunc
-        flags = np.array([done, done and not truncated, truncated])
-        root["done"] = from_numpy(flags[0:1])
-        root["terminated"] = from_numpy(flags[1:2])
-        root["truncated"] = from_numpy(flags[2:3])
+        root.update(env_flag_arrays(done, ending_trunc))
         if self.return_state:
             # np.array copies: the env may update its state array in place
-            state = np.array(self._env.state(), dtype=self._state_np_dtype)
-            root["state"] = torch.from_numpy(state)
-        out = new_td(root, _SCALAR)
-        return out if self.device.type == "cpu" else out.to(self.device)
+            root["state"] = np.array(self._env.state(), dtype=self._state_np_dtype)
+        return root
+
+    def arrays_to_tensordict(self, arrays: dict[str, Any], batch_size: torch.Size) -> TensorDict:
+        """The TensorDict of :meth:`step_arrays`' (or a stack of them) numpy arrays.
+
+        Part of the :class:`~marl.envs.HostArrayEnv` contract: ``batch_size`` holds
+        the dims stacked in front of every array (``[]`` for this env's own output,
+        ``[num_envs]`` for :class:`~marl.envs.SerialEnv`'s stack). The tensors share
+        the arrays' memory.
+        """
+        return arrays_to_td(arrays, batch_size, self._group_sizes, self.device)
 
     def _group_flags(self, members: list[str]) -> tuple[np.ndarray, bool, bool, bool]:
         """A group's ``[n, 3]`` terminated/truncated/done flags, whether any and all
@@ -368,34 +372,29 @@ class PettingZooEnv(EnvBase):
             z = zeros["observation"]
             # np.array of a list of same-shape arrays stacks and casts in one pass
             # (np.stack then astype costs about twice as much with many agents)
-            stacked = np.array([z if v is None else v for v in values], dtype=z.dtype)
-            return {"observation": torch.from_numpy(stacked)}
+            return {"observation": np.array([z if v is None else v for v in values], z.dtype)}
         group: dict[str, Any] = {}
         dicts = [v if isinstance(v, dict) else {"observation": v} for v in values]
         obs = {
-            k: torch.from_numpy(
-                np.array([zeros[k] if v is None else v[k] for v in dicts], dtype=zeros[k].dtype)
-            )
+            k: np.array([zeros[k] if v is None else v[k] for v in dicts], dtype=zeros[k].dtype)
             for k in keys
         }
-        if dict_obs:
-            group["observation"] = TensorDict(obs, batch_size=(len(members),))
-        else:
-            group["observation"] = obs["observation"]
+        group["observation"] = obs if dict_obs else obs["observation"]
         if self._has_action_mask[g]:
             n = self._mask_size[g]
             mask = np.array(
                 [np.zeros(n, bool) if v is None else v["action_mask"] for v in values], bool
             )
             mask[~mask.any(-1)] = True
-            group["action_mask"] = torch.from_numpy(mask)
+            group["action_mask"] = mask
         return group
 
-    def _agent_actions(self, td: TensorDictBase) -> dict[str, Any]:
+    def _agent_actions(self, values: Mapping[NestedKey, Any]) -> dict[str, Any]:
+        """Each agent's action for PettingZoo, from the ``(g, "action")`` tensors."""
         actions: dict[str, Any] = {}
         for g, members in self.group_map.items():
             one_hot, space = self._act_kind[g]
-            value = td.get((g, "action"))
+            value = values[g, "action"]
             if g in self._index_actions and value.dtype == torch.int64 and not value.is_cuda:
                 # Discrete indices: iterating the array yields np.int64 scalars (copies),
                 # as to_numpy_action(...)[j] does, without its conversions
@@ -412,6 +411,18 @@ class PettingZooEnv(EnvBase):
 
     # ------------------------------------------------------------ reset / step
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
+        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
+
+    def _step(self, td: TensorDictBase) -> TensorDictBase:
+        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
+
+    def reset_arrays(self) -> dict[str, Any]:
+        """Reset; the first observations and flags as nested numpy arrays.
+
+        Part of the :class:`~marl.envs.HostArrayEnv` contract (with :meth:`step_arrays`
+        and :meth:`arrays_to_tensordict`), which lets :class:`~marl.envs.SerialEnv` stack
+        several envs' arrays and build one TensorDict a step.
+        """
         seed, self._seed_next = self._seed_next, None
         env = self._env
         self._term = dict.fromkeys(self.agent_names, False)
@@ -427,11 +438,16 @@ class PettingZooEnv(EnvBase):
             self._skip_dead_turns()
             raw = {a: env.observe(a) for a in env.agents}
             live = {env.agent_selection} if env.agents else set()
-        return self._pack(raw, None, live)
+        return self._pack_arrays(raw, None, live)
 
-    def _step(self, td: TensorDictBase) -> TensorDictBase:
+    def step_arrays(self, inputs: Mapping[NestedKey, Any]) -> dict[str, Any]:
+        """Step with the ``(g, "action")`` entries of ``inputs``; the outcome as numpy arrays.
+
+        ``inputs`` maps each key of the action spec to this env's tensor (a
+        TensorDict works too). See :meth:`reset_arrays`.
+        """
         env = self._env
-        actions = self._agent_actions(td)
+        actions = self._agent_actions(inputs)
         if self.parallel:
             raw, rew, term, trunc, _ = env.step({a: actions[a] for a in env.agents})
             rewards = rew
@@ -462,7 +478,7 @@ class PettingZooEnv(EnvBase):
                     rewards[a] = rewards.get(a, 0.0) + r
             live = {env.agent_selection} if env.agents else set()
             live -= {a for a in self.agent_names if self._term[a] or self._trunc[a]}
-        return self._pack(raw, rewards, live)
+        return self._pack_arrays(raw, rewards, live)
 
     def _skip_dead_turns(self) -> dict[str, float]:
         """AEC: play ``None`` for agents that are done until a live agent acts."""
