@@ -46,12 +46,14 @@ __all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo"]
 class HAPPOConfig(MAPPOConfig):
     """HAPPO hyperparameters: MAPPO's (BenchMARL-like defaults), per-agent actors.
 
-    ``epochs`` and ``minibatch_size`` apply to each agent's turn and to the critic's
-    update, so an iteration runs ``n_agents + 1`` times MAPPO's epochs.
+    ``epochs`` (MAPPO's 10) and ``minibatch_size`` apply to each agent's turn and to the
+    critic's update, so an iteration runs ``n_agents + 1`` times MAPPO's epochs. (HARL
+    runs 5 epochs, at a 10 times larger learning rate; at MAPPO's ``lr`` 5 epochs left
+    HAPPO undertrained: see docs/basic/algorithms/happo.md.)
 
     Examples:
-        >>> HAPPOConfig().share_policy_params
-        False
+        >>> HAPPOConfig().share_policy_params, HAPPOConfig().epochs
+        (False, 10)
         >>> HAPPOConfig(share_policy_params=True)
         Traceback (most recent call last):
         ...
@@ -61,9 +63,6 @@ class HAPPOConfig(MAPPOConfig):
     share_policy_params: bool = False
     """Must stay ``False``: HAPPO's agents are heterogeneous, each with its own actor
     parameters (stacked per agent in one vectorized network)."""
-    epochs: int = 5
-    """Passes over the batch in each agent's turn, and in the critic's update (HARL's
-    ``ppo_epoch`` and ``critic_epoch``: 5)."""
 
     def __post_init__(self) -> None:
         if self.share_policy_params:
