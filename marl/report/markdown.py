@@ -108,14 +108,9 @@ def _task_algorithms(rep: Report, task: str) -> list[str]:
 
 def _baseline_cell(rep: Report, task: str, policy: str) -> str:
     """The ``policy`` baseline of ``task`` for the report's metric: one value, or one per
-    evaluation setting labelled with its algorithms (``"-0.23 (mappo, ippo); -0.82 (qmix)"``)."""
-    present = set(_task_algorithms(rep, task))
-    parts = []
-    for entry in rep.baselines.get(task, []):
-        algos = [a for a in entry.algorithms if a in present]
-        mean = entry.mean(policy, rep.config.metric)
-        if algos and mean is not None:
-            parts.append((mean, algos))
+    distinct value of its evaluation settings labelled with their algorithms
+    (``"-0.23 (mappo, ippo); -0.82 (qmix)"``)."""
+    parts = rep.baseline_values(task, policy, _task_algorithms(rep, task))
     if not parts:
         return "-"
     if len(parts) == 1:

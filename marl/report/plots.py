@@ -49,8 +49,9 @@ def _colors(names: list[str]) -> dict[str, Any]:
     require_matplotlib()
     import matplotlib
 
-    cmap = matplotlib.colormaps["tab10"]
-    return {n: cmap(i % 10) for i, n in enumerate(names)}
+    # tab10 has 10 colours: more algorithms than that would share them
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {n: cmap(i % cmap.N) for i, n in enumerate(names)}
 
 
 def _save(fig: Any, path: Path) -> Path:
@@ -75,7 +76,8 @@ def plot_curves(rep: Report, task: str, path: Path) -> Path:
     """Sample-efficiency curves of one task: mean over seeds with its CI band, per algorithm."""
     plt = require_matplotlib()
     colors = _colors(rep.algorithms)
-    fig, ax = plt.subplots(figsize=(5.5, 3.8))
+    # the legend sits right of the axes: inside, a dozen entries would hide the curves
+    fig, ax = plt.subplots(figsize=(7.5, 3.8))
     for algo, curve in rep.curves[task].items():
         c = colors[algo]
         n = int(curve.n.max())
@@ -84,10 +86,24 @@ def plot_curves(rep: Report, task: str, path: Path) -> Path:
     _baseline_lines(ax, rep, task)
     ax.set_title(f"{task}: {rep.config.metric}")
     ax.set_xlabel("frames")
+    ax.xaxis.set_major_formatter(_frames_formatter())
     ax.set_ylabel(f"evaluation {rep.config.metric}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)
+
+
+def _frames_formatter() -> Any:
+    """Tick labels ``0, 50k, 1.2M``: full frame counts run into each other."""
+    from matplotlib.ticker import FuncFormatter
+
+    def short(x: float, _pos: Any) -> str:
+        for scale, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+            if abs(x) >= scale:
+                return f"{x / scale:g}{suffix}"
+        return f"{x:g}"
+
+    return FuncFormatter(short)
 
 
 _BASELINE_STYLE = {"random": "--", "noop": ":"}
@@ -95,18 +111,15 @@ _BASELINE_COLORS = ("black", "gray", "darkgoldenrod", "purple")
 
 
 def _baseline_lines(ax: Any, rep: Report, task: str) -> None:
-    """The random (dashed) and no-op (dotted) baselines as horizontal lines; a colour per
-    evaluation setting when the task's algorithms were evaluated under several."""
-    present = set(rep.curves[task])
-    entries = [e for e in rep.baselines.get(task, []) if present & set(e.algorithms)]
-    for i, entry in enumerate(entries):
-        for policy, style in _BASELINE_STYLE.items():
-            mean = entry.mean(policy, rep.config.metric)
-            if mean is None:
-                continue
+    """The random (dashed) and no-op (dotted) baselines as horizontal lines; where the
+    task's algorithms were evaluated under settings that score differently, a colour
+    per value, labelled with its algorithms (equal values share one line)."""
+    for policy, style in _BASELINE_STYLE.items():
+        values = rep.baseline_values(task, policy)
+        for i, (mean, algos) in enumerate(values):
             label = POLICIES[policy]
-            if len(entries) > 1:
-                label += f" ({', '.join(a for a in entry.algorithms if a in present)})"
+            if len(values) > 1:
+                label += f" ({', '.join(algos)})"
             color = _BASELINE_COLORS[i % len(_BASELINE_COLORS)]
             ax.axhline(mean, color=color, linestyle=style, linewidth=1.2, label=label)
 
@@ -147,7 +160,7 @@ def plot_profiles(rep: Report, path: Path) -> Path:
     ax.set_ylabel(r"fraction of runs with score > $\tau$")
     ax.set_ylim(-0.02, 1.02)
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
     return _save(fig, path)
 
 

@@ -125,6 +125,25 @@ class Report:
     planned: list[RunKey] | None = None
     """The runs of the benchmark's ``plan.json``, when there was one."""
 
+    def baseline_values(
+        self, task: str, policy: str, algorithms: Sequence[str] | None = None
+    ) -> list[tuple[float, list[str]]]:
+        """The ``policy`` baseline of ``task``: ``(mean, algorithms)`` per distinct value.
+
+        One entry per evaluation setting of the task's algorithms (``algorithms``, by
+        default those with curves), with entries of equal value merged: settings that
+        score the same need one line in a plot and one number in a table.
+        """
+        present = set(self.curves.get(task, {}) if algorithms is None else algorithms)
+        values: dict[float, list[str]] = {}
+        for entry in self.baselines.get(task, []):
+            algos = [a for a in entry.algorithms if a in present]
+            mean = entry.mean(policy, self.config.metric)
+            if algos and mean is not None:
+                group = values.setdefault(mean, [])
+                group.extend(a for a in algos if a not in group)
+        return list(values.items())
+
 
 def run_statuses(
     table: ResultsTable,

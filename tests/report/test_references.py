@@ -199,6 +199,20 @@ def test_baselines_in_the_per_task_table_and_the_curves(runs, tmp_path):
     assert lines == {"random (mappo)": -7.0, "no-op (mappo)": -1.0,
                      "random (ippo)": -9.0, "no-op (ippo)": -3.0}  # fmt: skip
 
+    # two settings that score the same: one value in the table, one line in the plot
+    same = [_entry("vmas/navigation", ["mappo"], -2.5, 0.0),
+            _entry("vmas/navigation", ["ippo"], -2.5, 0.0, {"continuous_actions": False})]  # fmt: skip
+    rep3 = build_report(table, ReportConfig(reps=20), baselines=same)
+    text = render_markdown(rep3)
+    text = text[text.index("## Final return per task") : text.index("## Aggregate")]
+    nav = next(line for line in text.splitlines() if line.startswith("| vmas/navigation |"))
+    assert nav.endswith("| -2.5 | 0 |")
+    fig, ax = plt.subplots()
+    _baseline_lines(ax, rep3, "vmas/navigation")
+    lines = {line.get_label(): line.get_ydata()[0] for line in ax.get_lines()}
+    plt.close(fig)
+    assert lines == {"random": -2.5, "no-op": 0.0}
+
 
 def test_report_cli_reads_baselines_next_to_the_runs(runs, tmp_path):
     pytest.importorskip("matplotlib")
