@@ -178,8 +178,9 @@ def check_serial_arrays(
     Builds two :class:`~marl.envs.SerialEnv` of ``num_envs`` copies, one stepping
     through the copies' numpy arrays and one through their TensorDicts, seeds both
     alike and compares a random-action rollout of ``steps`` steps (ended episodes
-    reset), then a partial reset of the first copy: every key, dtype, shape and
-    value must match. Then runs :func:`check_env_specs` on the arrays path.
+    reset), then a partial reset of the first copy and 10 steps after it: every key,
+    dtype, shape and value must match. Then runs :func:`check_env_specs` on the
+    arrays path.
 
     Args:
         create_env_fn: builds one (unbatched) env.
@@ -219,12 +220,14 @@ def check_serial_arrays(
             mask[0] = True
             root = rollout[:, -1].get("next").exclude(*env.reward_keys)
             root.set("_reset", mask)
-            outs.append((rollout, env.reset(root)))
-        for where, a, b in (
-            ("rollout", outs[0][0], outs[1][0]),
-            ("partial reset", outs[0][1], outs[1][1]),
-        ):
-            _compare(problems, where, a, b)
+            reset = env.reset(root)
+            # a few steps on: a copy reset that should not have been shows only later
+            after = env.rollout(
+                10, auto_reset=False, tensordict=reset.clone(), break_when_any_done=False
+            )
+            outs.append((rollout, reset, after))
+        for i, where in enumerate(("rollout", "partial reset", "steps after the partial reset")):
+            _compare(problems, where, outs[0][i], outs[1][i])
         if problems:
             raise EnvSpecError(
                 f"{type(arrays.envs[0]).__name__}: the arrays path (SerialEnv use_arrays=True) "
