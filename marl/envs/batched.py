@@ -104,11 +104,11 @@ def arrays_to_td(
         entries = {}
         for k, v in group.items():
             if isinstance(v, dict):
-                entries[k] = _new_td({kk: from_numpy(vv) for kk, vv in v.items()}, size)
+                entries[k] = new_td({kk: from_numpy(vv) for kk, vv in v.items()}, size)
             else:
                 entries[k] = from_numpy(v)
-        root[g] = _new_td(entries, size)
-    out = _new_td(root, batch_size)
+        root[g] = new_td(entries, size)
+    out = new_td(root, batch_size)
     return out if device.type == "cpu" else out.to(device)
 
 
@@ -126,13 +126,20 @@ def env_flag_arrays(done: bool, truncated: bool) -> dict[str, np.ndarray]:
     return {"done": flags[0:1], "terminated": flags[1:2], "truncated": flags[2:3]}
 
 
-def _new_td(entries: dict[str, Any], batch_size: torch.Size) -> TensorDict:
-    # TensorDict._new_unsafe skips the public constructor's per-entry checks; the
-    # entries are known to be valid (see marl.envs.libs._spaces.new_td)
+def new_td(
+    entries: dict[str, Any], batch_size: torch.Size, device: torch.device | None = None
+) -> TensorDict:
+    """A TensorDict from entries already known to be valid (the per-step hot path).
+
+    ``TensorDict._new_unsafe`` skips the per-entry checks (shapes, devices) of
+    the public constructor; callers guarantee every tensor already has the
+    batch dims and lives on ``device``. Falls back to the public constructor
+    on tensordict versions without it.
+    """
     new = getattr(TensorDict, "_new_unsafe", None)
     if new is None:  # pragma: no cover - other tensordict versions
-        return TensorDict(entries, batch_size=batch_size)
-    return new(entries, batch_size=batch_size)
+        return TensorDict(entries, batch_size=batch_size, device=device)
+    return new(entries, batch_size=batch_size, device=device)
 
 
 class WorkerError(RuntimeError):
@@ -264,12 +271,9 @@ class SerialEnv(_BatchedEnv):
         arrays: list[dict[str, Any] | None] = [
             env.reset_arrays() if flag else None for env, flag in zip(self.envs, flags)
         ]
-        template = next(a for a in arrays if a is not None)
-        zeros = None
-        for i, a in enumerate(arrays):
-            if a is None:
-                zeros = zeros if zeros is not None else _zeros_like_arrays(template)
-                arrays[i] = zeros
+        if not all(flags):
+            zeros = _zeros_like_arrays(next(a for a in arrays if a is not None))
+            arrays = [zeros if a is None else a for a in arrays]
         return self.envs[0].arrays_to_tensordict(_stack_arrays(arrays), self.batch_size)
 
     def _set_seed(self, seed: int | None) -> None:

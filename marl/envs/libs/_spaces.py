@@ -11,7 +11,6 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict
 
 from marl.specs import (
     Binary,
@@ -26,7 +25,6 @@ from marl.specs import (
 )
 
 __all__ = [
-    "new_td",
     "numpy_to_torch_dtype",
     "space_to_spec",
     "stack_agent_specs",
@@ -206,19 +204,3 @@ def to_numpy_action(value: Any, space: Any, one_hot: bool = False) -> Any:
         return array.astype(space.dtype)
     # a copy: envs may clip actions in place, and the array shares the policy's tensor memory
     return np.array(array, dtype=space.dtype if kind == "Box" else None)
-
-
-def new_td(
-    entries: dict[str, Any], batch_size: torch.Size, device: torch.device | None = None
-) -> TensorDict:
-    """A TensorDict from entries already known to be valid (the per-step hot path).
-
-    ``TensorDict._new_unsafe`` skips the per-entry checks (shapes, devices) of
-    the public constructor; callers guarantee every tensor already has the
-    batch dims and lives on ``device``. Falls back to the public constructor
-    on tensordict versions without it.
-    """
-    new = getattr(TensorDict, "_new_unsafe", None)
-    if new is None:  # pragma: no cover - other tensordict versions
-        return TensorDict(entries, batch_size=batch_size, device=device)
-    return new(entries, batch_size=batch_size, device=device)

@@ -14,8 +14,9 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.batched import new_td
 from marl.envs.common import EnvBase, make_done_spec
-from marl.envs.libs._spaces import new_td, space_to_spec, stack_agent_specs
+from marl.envs.libs._spaces import space_to_spec, stack_agent_specs
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, OneHot, Unbounded
 
