@@ -9,7 +9,11 @@ env; the wrapper runs ``rollout`` on a ``PettingZooEnv`` (a ``SerialEnv`` of 8 f
 actions from the action spec, TensorDict outputs, resets, stacking over time.
 Pairs of repetitions run back to back in alternating order; medians are reported.
 
-Target: >= 80% of raw (issue 18; the figures are in docs/basic/tasks/pettingzoo.md).
+The marl side runs two ways (``benchmarks/envs/_timing.py``): its step loop
+(``rand_action`` + ``step_and_maybe_reset``, nothing kept, as the raw loop), and
+``rollout``, which also keeps every step and stacks them over time.
+
+Target: >= 80% of raw for the step loop (issue 18; the figures are in docs/basic/tasks/pettingzoo.md).
 
 Usage:
     python benchmarks/bench_pettingzoo_env.py [--reps 7] [--steps 2000]
@@ -27,10 +31,10 @@ import torch
 from marl.envs import PettingZooEnv, SerialEnv
 
 try:
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 
 TARGET = 0.80
 
@@ -54,37 +58,30 @@ def raw_loop(steps: int, seed: int = 0, num_envs: int = 1) -> float:
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def wrapper_rollout(steps: int, seed: int = 0, num_envs: int = 1) -> float:
-    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
+def _wrapper(num_envs: int, seed: int) -> object:
     if num_envs == 1:
-        env = PettingZooEnv("simple_spread_v3", seed=seed, max_cycles=25)
-    else:
-        env = SerialEnv(num_envs, PettingZooEnv, dict(task="simple_spread_v3", max_cycles=25))
-        env.set_seed(seed)
-    return rollout_rate(env, steps, num_envs)
+        return PettingZooEnv("simple_spread_v3", seed=seed, max_cycles=25)
+    env = SerialEnv(num_envs, PettingZooEnv, dict(task="simple_spread_v3", max_cycles=25))
+    env.set_seed(seed)
+    return env
 
 
-def measure(reps: int, steps: int, num_envs: int = 1) -> dict[str, float]:
-    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    return paired_rates(
-        lambda n, seed: raw_loop(n, seed, num_envs),
-        lambda n, seed: wrapper_rollout(n, seed, num_envs),
-        reps,
-        steps,
-        warmup=50,
-    )
+def cases() -> list[Case]:
+    """The comparison on ``simple_spread_v3``."""
+    return [
+        Case(
+            label="PettingZooEnv simple_spread_v3",
+            baseline="raw pettingzoo parallel loop",
+            raw=lambda n, steps, seed: raw_loop(steps, seed, n),
+            make_env=_wrapper,
+            warmup=50,
+        )
+    ]
 
 
 def run(quick: bool = False) -> list[dict]:
-    """Rows for ``python -m benchmarks.speed``: PettingZooEnv.rollout vs raw PettingZoo."""
-    total = 500 if quick else 2000
-    rows = []
-    for num_envs in (1, 8):
-        steps = total // num_envs
-        m = measure(3 if quick else 7, steps, num_envs)
-        name = f"simple_spread_v3 rollout, {num_envs} env(s) x {steps} steps"
-        rows.append(rate_row(name, "raw pettingzoo parallel loop", m))
-    return rows
+    """Rows for ``python -m benchmarks.speed``: PettingZooEnv vs raw PettingZoo."""
+    return rows(cases(), 500 if quick else 2000, 3 if quick else 7)
 
 
 def main() -> None:
@@ -92,15 +89,8 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=7)
     parser.add_argument("--steps", type=int, default=2000, help="steps per env with 1 env")
     args = parser.parse_args()
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    for num_envs in (1, 8):
-        steps = max(args.steps // num_envs, 1)
-        m = measure(args.reps, steps, num_envs)
-        r, w, ratio = m["raw"], m["wrapper"], m["ratio"]
-        print(
-            f"simple_spread_v3, {num_envs} env(s) x {steps} steps: raw pettingzoo {r:7.0f} "
-            f"env-steps/s | wrapper rollout {w:7.0f} env-steps/s | {verdict(ratio, TARGET)}"
-        )
+    torch.set_num_threads(1)
+    print_table(cases(), args.steps, args.reps, TARGET)
 
 
 if __name__ == "__main__":

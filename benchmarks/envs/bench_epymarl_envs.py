@@ -11,7 +11,11 @@ The raw envs are built like the wrappers build them (the registered class and
 arguments, without ``gymnasium.make``'s checker wrappers). Pairs of repetitions
 run back to back in alternating order; medians are reported.
 
-Target: >= 80% of raw (issue 18, single-process families).
+The marl side runs two ways (``benchmarks/envs/_timing.py``): its step loop
+(``rand_action`` + ``step_and_maybe_reset``, nothing kept, as the raw loop), and
+``rollout``, which also keeps every step and stacks them over time.
+
+Target: >= 80% of raw for the step loop (issue 18, single-process families).
 
 Usage:
     python benchmarks/envs/bench_epymarl_envs.py [--reps 5] [--steps 2000]
@@ -28,10 +32,10 @@ from pathlib import Path
 import torch
 
 try:
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 
 TARGET = 0.80
 # family -> (registered id, wrapper class name, wrapper arguments)
@@ -80,32 +84,25 @@ def _wrapper(family: str, num_envs: int, seed: int) -> object:
     return env
 
 
-def wrapper_rollout(family: str, num_envs: int, steps: int, seed: int = 0) -> float:
-    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
-    return rollout_rate(_wrapper(family, num_envs, seed), steps, num_envs)
-
-
-def measure(family: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
-    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    return paired_rates(
-        lambda n, seed: raw_loop(family, num_envs, n, seed),
-        lambda n, seed: wrapper_rollout(family, num_envs, n, seed),
-        reps,
-        steps,
-    )
+def cases(families: list[str] | None = None) -> list[Case]:
+    """The comparisons, one per family (both by default)."""
+    out = []
+    for family in families or list(TASKS):
+        env_id, cls_name, _ = TASKS[family]
+        out.append(
+            Case(
+                label=f"{cls_name} {env_id}",
+                baseline=f"raw {family} loop",
+                raw=lambda n, steps, seed, f=family: raw_loop(f, n, steps, seed),
+                make_env=lambda n, seed, f=family: _wrapper(f, n, seed),
+            )
+        )
+    return out
 
 
 def run(quick: bool = False) -> list[dict]:
     """Rows for ``python -m benchmarks.speed``: the wrappers vs the raw packages."""
-    steps = 300 if quick else 2000
-    rows = []
-    for family, (env_id, cls_name, _) in TASKS.items():
-        for num_envs in (1, 8):
-            n = steps if num_envs == 1 else steps // 8
-            m = measure(family, num_envs, 3 if quick else 5, n)
-            name = f"{cls_name} {env_id} rollout, {num_envs} env(s) x {n} steps"
-            rows.append(rate_row(name, f"raw {family} loop", m))
-    return rows
+    return rows(cases(), 300 if quick else 2000, 3 if quick else 5)
 
 
 def main() -> None:
@@ -115,16 +112,7 @@ def main() -> None:
     parser.add_argument("--family", choices=sorted(TASKS), action="append")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    for family in args.family or list(TASKS):
-        for num_envs in (1, 8):
-            steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
-            m = measure(family, num_envs, args.reps, steps)
-            print(
-                f"{TASKS[family][0]}, {num_envs} env(s) x {steps} steps: raw {family} "
-                f"{m['raw']:7.0f} env-steps/s | {TASKS[family][1]}.rollout {m['wrapper']:7.0f} "
-                f"env-steps/s | {verdict(m['ratio'], TARGET)}"
-            )
+    print_table(cases(args.family), args.steps, args.reps, TARGET)
 
 
 if __name__ == "__main__":

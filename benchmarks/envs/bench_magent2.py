@@ -4,14 +4,15 @@ Both sides play the same task with uniform random actions, in the same process,
 on the same number of envs (1, and 8 stepped one after the other). The raw loop
 draws every live agent's action at once with numpy (cheaper than sampling each
 agent's gymnasium space, so the ratio is conservative), builds the action dict,
-calls ``env.step`` and resets an env when its last agent has left. The wrapper
-side runs ``rollout(break_when_any_done=False)`` on ``magent2_env`` (a
-``SerialEnv`` of 8 for 8 envs): random actions from the action spec, one
-TensorDict per step with every team stacked ``[n_agents, H, W, C]`` and masks
-for dead agents, resets and stacking over time. Pairs of repetitions run back
-to back in alternating order; medians are reported.
+calls ``env.step`` and resets an env when its last agent has left. The marl side
+is ``magent2_env`` (a ``SerialEnv`` of 8 for 8 envs), two ways (see
+``benchmarks/envs/_timing.py``): its step loop (random actions from the action spec,
+one TensorDict per step with every team stacked ``[n_agents, H, W, C]`` and masks
+for dead agents, resets), and ``rollout``, which also keeps every step and stacks
+them over time. Pairs of repetitions run back to back in alternating order;
+medians are reported.
 
-Target: >= 80% of raw (issue 18, single-process families).
+Target: >= 80% of raw for the step loop (issue 18, single-process families).
 
 Usage:
     python benchmarks/envs/bench_magent2.py [--reps 5] [--steps 1000]
@@ -29,10 +30,10 @@ import numpy as np
 import torch
 
 try:
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 
 TARGET = 0.80
 # label -> (magent2 task, its arguments)
@@ -64,46 +65,49 @@ def raw_loop(label: str, num_envs: int, steps: int, seed: int = 0) -> float:
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def _wrapper(label: str, num_envs: int, seed: int) -> object:
-    from marl.envs import SerialEnv, magent2_env
+def _make(engine_arrays: bool, **kwargs: object) -> object:
+    from marl.envs import magent2_env
+
+    env = magent2_env(**kwargs)
+    env.engine_arrays = engine_arrays
+    return env
+
+
+def _wrapper(label: str, num_envs: int, seed: int, engine_arrays: bool = True) -> object:
+    from marl.envs import SerialEnv
 
     task, kwargs = TASKS[label]
     if num_envs == 1:
-        return magent2_env(task, seed=seed, **kwargs)
-    env = SerialEnv(num_envs, magent2_env, dict(task=task, **kwargs))
+        return _make(engine_arrays, task=task, seed=seed, **kwargs)
+    env = SerialEnv(num_envs, _make, dict(engine_arrays=engine_arrays, task=task, **kwargs))
     env.set_seed(seed)
     return env
 
 
-def wrapper_rollout(label: str, num_envs: int, steps: int, seed: int = 0) -> float:
-    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
-    return rollout_rate(_wrapper(label, num_envs, seed), steps, num_envs)
+def cases(labels: list[str] | None = None, engine_arrays: bool = True) -> list[Case]:
+    """The comparisons, one per task label (all of :data:`TASKS` by default).
 
-
-def measure(label: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
-    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    return paired_rates(
-        lambda n, seed: raw_loop(label, num_envs, n, seed),
-        lambda n, seed: wrapper_rollout(label, num_envs, n, seed),
-        reps,
-        steps,
-    )
+    ``engine_arrays=False`` times the wrapper stepping through MAgent2's PettingZoo
+    dicts (``MAgent2Env.engine_arrays``), as it did before the engine path.
+    """
+    out = []
+    path = "" if engine_arrays else " (PettingZoo path)"
+    for label in labels or list(TASKS):
+        task, kwargs = TASKS[label]
+        out.append(
+            Case(
+                label=f"magent2_env {task} map {kwargs['map_size']}{path}",
+                baseline="raw magent2 parallel loop",
+                raw=lambda n, steps, seed, label=label: raw_loop(label, n, steps, seed),
+                make_env=lambda n, seed, label=label: _wrapper(label, n, seed, engine_arrays),
+            )
+        )
+    return out
 
 
 def run(quick: bool = False) -> list[dict]:
     """Rows for ``python -m benchmarks.speed``: marl's MAgent2 envs vs the raw loop."""
-    steps = 200 if quick else 1000
-    rows = []
-    for label, (task, kwargs) in TASKS.items():
-        for num_envs in (1, 8):
-            n = steps if num_envs == 1 else steps // 8
-            m = measure(label, num_envs, 3 if quick else 5, n)
-            name = (
-                f"magent2_env {task} map {kwargs['map_size']} rollout, "
-                f"{num_envs} env(s) x {n} steps"
-            )
-            rows.append(rate_row(name, "raw magent2 parallel loop", m))
-    return rows
+    return rows(cases(), 200 if quick else 1000, 3 if quick else 5)
 
 
 def main() -> None:
@@ -111,19 +115,17 @@ def main() -> None:
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--steps", type=int, default=1000, help="steps per env with 1 env")
     parser.add_argument("--task", choices=sorted(TASKS), action="append")
+    parser.add_argument(
+        "--pettingzoo-path",
+        action="store_true",
+        help="also time the wrapper stepping through MAgent2's PettingZoo dicts",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    for label in args.task or list(TASKS):
-        for num_envs in (1, 8):
-            steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
-            m = measure(label, num_envs, args.reps, steps)
-            print(
-                f"{label} ({TASKS[label][0]}, map {TASKS[label][1]['map_size']}), "
-                f"{num_envs} env(s) x {steps} steps: raw {m['raw']:7.0f} env-steps/s | "
-                f"magent2_env.rollout {m['wrapper']:7.0f} env-steps/s | "
-                f"{verdict(m['ratio'], TARGET)}"
-            )
+    table = cases(args.task)
+    if args.pettingzoo_path:
+        table += cases(args.task, engine_arrays=False)
+    print_table(table, args.steps, args.reps, TARGET)
 
 
 if __name__ == "__main__":

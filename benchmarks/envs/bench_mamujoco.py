@@ -10,7 +10,11 @@ the float32 conversion, the root ``"state"``, TensorDict outputs, resets and
 stacking over time. Pairs of repetitions run back to back in alternating
 order; medians are reported.
 
-Target: >= 80% of raw (issue 18, single-process families).
+The marl side runs two ways (``benchmarks/envs/_timing.py``): its step loop
+(``rand_action`` + ``step_and_maybe_reset``, nothing kept, as the raw loop), and
+``rollout``, which also keeps every step and stacks them over time.
+
+Target: >= 80% of raw for the step loop (issue 18, single-process families).
 
 Usage:
     python benchmarks/envs/bench_mamujoco.py [--reps 5] [--steps 2000]
@@ -26,10 +30,10 @@ from pathlib import Path
 import torch
 
 try:
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 
 TARGET = 0.80
 # name -> (scenario, partition)
@@ -70,32 +74,22 @@ def _wrapper(task: str, num_envs: int, seed: int) -> object:
     return env
 
 
-def wrapper_rollout(task: str, num_envs: int, steps: int, seed: int = 0) -> float:
-    """Env-steps/s (summed over envs) of the wrapper's ``rollout``."""
-    return rollout_rate(_wrapper(task, num_envs, seed), steps, num_envs)
-
-
-def measure(task: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
-    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    return paired_rates(
-        lambda n, seed: raw_loop(task, num_envs, n, seed),
-        lambda n, seed: wrapper_rollout(task, num_envs, n, seed),
-        reps,
-        steps,
-    )
+def cases(tasks: list[str] | None = None) -> list[Case]:
+    """The comparisons, one per task (all of :data:`TASKS` by default)."""
+    return [
+        Case(
+            label=f"MaMuJoCoEnv {task}",
+            baseline="raw mamujoco_v1.parallel_env loop",
+            raw=lambda n, steps, seed, t=task: raw_loop(t, n, steps, seed),
+            make_env=lambda n, seed, t=task: _wrapper(t, n, seed),
+        )
+        for task in tasks or list(TASKS)
+    ]
 
 
 def run(quick: bool = False) -> list[dict]:
     """Rows for ``python -m benchmarks.speed``: the wrapper vs the raw package."""
-    steps = 300 if quick else 2000
-    rows = []
-    for task in TASKS:
-        for num_envs in (1, 8):
-            n = steps if num_envs == 1 else steps // 8
-            m = measure(task, num_envs, 3 if quick else 5, n)
-            name = f"MaMuJoCoEnv {task} rollout, {num_envs} env(s) x {n} steps"
-            rows.append(rate_row(name, "raw mamujoco_v1.parallel_env loop", m))
-    return rows
+    return rows(cases(), 300 if quick else 2000, 3 if quick else 5)
 
 
 def main() -> None:
@@ -105,16 +99,7 @@ def main() -> None:
     parser.add_argument("--task", choices=sorted(TASKS), action="append")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    for task in args.task or list(TASKS):
-        for num_envs in (1, 8):
-            steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
-            m = measure(task, num_envs, args.reps, steps)
-            print(
-                f"{task}, {num_envs} env(s) x {steps} steps: raw parallel_env "
-                f"{m['raw']:7.0f} env-steps/s | MaMuJoCoEnv.rollout {m['wrapper']:7.0f} "
-                f"env-steps/s | {verdict(m['ratio'], TARGET)}"
-            )
+    print_table(cases(args.task), args.steps, args.reps, TARGET)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,11 @@ horizon. The wrapper side runs ``OvercookedEnv.rollout(break_when_any_done=False
 tensors, TensorDict outputs, resets and stacking over time. Pairs of repetitions
 run back to back in alternating order; medians are reported.
 
-Target: >= 80% of raw (issue 18, single-process families).
+The marl side runs two ways (``benchmarks/envs/_timing.py``): its step loop
+(``rand_action`` + ``step_and_maybe_reset``, nothing kept, as the raw loop), and
+``rollout``, which also keeps every step and stacks them over time.
+
+Target: >= 80% of raw for the step loop (issue 18, single-process families).
 
 Usage:
     python benchmarks/envs/bench_overcooked.py [--reps 5] [--steps 2000] [--layout cramped_room]
@@ -26,10 +30,10 @@ from pathlib import Path
 import torch
 
 try:
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 except ModuleNotFoundError:  # run as a file: the repo root is not on sys.path
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-    from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+    from benchmarks.envs._timing import Case, print_table, rows
 
 TARGET = 0.80
 HORIZON = 400
@@ -56,38 +60,30 @@ def raw_loop(layout: str, num_envs: int, steps: int, seed: int = 0) -> float:
     return steps * num_envs / (time.perf_counter() - start)
 
 
-def wrapper_rollout(layout: str, num_envs: int, steps: int, seed: int = 0) -> float:
-    """Env-steps/s (summed over envs) of ``OvercookedEnv.rollout``."""
+def _wrapper(layout: str, num_envs: int, seed: int) -> object:
     from marl.envs import OvercookedEnv, SerialEnv
 
     torch.manual_seed(seed)
     if num_envs == 1:
-        env = OvercookedEnv(layout, horizon=HORIZON)
-    else:
-        env = SerialEnv(num_envs, OvercookedEnv, dict(layout=layout, horizon=HORIZON))
-    return rollout_rate(env, steps, num_envs)
+        return OvercookedEnv(layout, horizon=HORIZON)
+    return SerialEnv(num_envs, OvercookedEnv, dict(layout=layout, horizon=HORIZON))
 
 
-def measure(layout: str, num_envs: int, reps: int, steps: int) -> dict[str, float]:
-    """Median env-steps/s of the raw loop and the wrapper, and the median paired ratio."""
-    return paired_rates(
-        lambda n, seed: raw_loop(layout, num_envs, n, seed),
-        lambda n, seed: wrapper_rollout(layout, num_envs, n, seed),
-        reps,
-        steps,
-    )
+def cases(layout: str = "cramped_room") -> list[Case]:
+    """The comparison on ``layout``."""
+    return [
+        Case(
+            label=f"OvercookedEnv {layout}",
+            baseline="raw overcooked-ai MDP loop",
+            raw=lambda n, steps, seed: raw_loop(layout, n, steps, seed),
+            make_env=lambda n, seed: _wrapper(layout, n, seed),
+        )
+    ]
 
 
 def run(quick: bool = False) -> list[dict]:
     """Rows for ``python -m benchmarks.speed``: OvercookedEnv vs the raw MDP loop."""
-    steps = 300 if quick else 2000
-    rows = []
-    for num_envs in (1, 8):
-        n = steps if num_envs == 1 else steps // 8
-        m = measure("cramped_room", num_envs, 3 if quick else 5, n)
-        name = f"OvercookedEnv cramped_room rollout, {num_envs} env(s) x {n} steps"
-        rows.append(rate_row(name, "raw overcooked-ai MDP loop", m))
-    return rows
+    return rows(cases(), 300 if quick else 2000, 3 if quick else 5)
 
 
 def main() -> None:
@@ -97,15 +93,7 @@ def main() -> None:
     parser.add_argument("--layout", default="cramped_room")
     args = parser.parse_args()
     torch.set_num_threads(1)
-    print(f"torch {torch.__version__}, threads {torch.get_num_threads()}, reps {args.reps}")
-    for num_envs in (1, 8):
-        steps = args.steps if num_envs == 1 else max(args.steps // 8, 1)
-        m = measure(args.layout, num_envs, args.reps, steps)
-        print(
-            f"{args.layout}, {num_envs} env(s) x {steps} steps: raw MDP loop {m['raw']:7.0f} "
-            f"env-steps/s | OvercookedEnv.rollout {m['wrapper']:7.0f} env-steps/s | "
-            f"{verdict(m['ratio'], TARGET)}"
-        )
+    print_table(cases(args.layout), args.steps, args.reps, TARGET)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,16 @@ import pytest
 import torch
 from tensordict import TensorDict
 
-from benchmarks.envs._timing import paired_rates, rate_row, rollout_rate, verdict
+from benchmarks.envs._timing import (
+    Case,
+    paired_rates,
+    rate_row,
+    rollout_rate,
+    rows,
+    step_loop_rate,
+    verdict,
+    wrapper_rate,
+)
 
 
 def test_paired_rates_warms_up_alternates_and_takes_medians():
@@ -70,3 +79,57 @@ def test_rate_row_and_verdict():
     }
     assert verdict(0.85, 0.8) == "median paired ratio  85.0% (target 80%) OK"
     assert verdict(0.5, 0.6).endswith("(target 60%) BELOW TARGET")
+
+
+class _StepEnv:
+    """Counts the step loop's calls; the root it hands back is the one it was given."""
+
+    def __init__(self, batch):
+        self.batch_size = torch.Size(batch)
+        self.calls = []
+
+    def reset(self):
+        self.calls.append("reset")
+        return TensorDict({}, batch_size=self.batch_size)
+
+    def rand_action(self, td):
+        self.calls.append("rand_action")
+        return td
+
+    def step_and_maybe_reset(self, td):
+        self.calls.append("step")
+        return td, td
+
+
+def test_step_loop_rate_steps_with_random_actions_and_keeps_nothing():
+    env = _StepEnv([3])
+    assert step_loop_rate(env, 4, num_envs=3) > 0
+    assert env.calls == ["reset"] + ["rand_action", "step"] * 4
+    with pytest.raises(RuntimeError, match=r"expected torch\.Size"):
+        step_loop_rate(_StepEnv([3]), 4)  # one env expected, a batch of 3 given
+    assert wrapper_rate(_StepEnv([]), 2, 1, "step") > 0
+    assert wrapper_rate(_FakeEnv(torch.Size([2])), 2, 1, "rollout") > 0
+    with pytest.raises(ValueError, match="mode must be one of"):
+        wrapper_rate(_StepEnv([]), 2, 1, "steps")
+
+
+def test_rows_cover_both_env_counts_and_both_modes():
+    class _Both(_StepEnv):
+        def rollout(self, steps, break_when_any_done):
+            return TensorDict({}, batch_size=[*self.batch_size, steps])
+
+    case = Case(
+        label="toy",
+        baseline="raw toy loop",
+        raw=lambda num_envs, steps, seed: 100.0,
+        make_env=lambda n, seed: _Both([] if n == 1 else [n]),
+        warmup=1,
+    )
+    out = rows([case], steps=16, reps=1)
+    assert [r["name"] for r in out] == [
+        "toy step loop, 1 env(s) x 16 steps",
+        "toy rollout loop, 1 env(s) x 16 steps",
+        "toy step loop, 8 env(s) x 2 steps",
+        "toy rollout loop, 8 env(s) x 2 steps",
+    ]
+    assert all(r["baseline_name"] == "raw toy loop" and r["baseline_value"] == 100.0 for r in out)
