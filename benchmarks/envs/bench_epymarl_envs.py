@@ -2,8 +2,10 @@
 
 For each family, both sides play the same task with uniform random actions, in
 the same process, on the same number of envs (1, and 8 stepped one after the
-other): the raw loop samples the env's ``Tuple`` action space, calls
-``env.step`` on each env and resets the ones that ended; the wrapper side runs
+other): the raw loop draws each player's action (uniformly among LBF's legal
+actions, the package's ``_valid_actions``, as the wrapper does under its action
+mask; from the ``Tuple`` action space for RWARE), calls ``env.step`` on each env
+and resets the ones that ended; the wrapper side runs
 ``rollout(break_when_any_done=False)`` on the wrapper (a ``SerialEnv`` of 8
 wrappers for 8), which adds random actions from the action spec (legal ones
 under LBF's action mask), TensorDict outputs, resets and stacking over time.
@@ -24,6 +26,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 import time
 from collections.abc import Callable
@@ -63,10 +66,20 @@ def raw_loop(family: str, num_envs: int, steps: int, seed: int = 0) -> float:
     for i, env in enumerate(envs):
         env.reset(seed=seed + i)
         env.action_space.seed(seed + i)
+    rng = random.Random(seed)
+    legal = family == "lbforaging"
     start = time.perf_counter()
     for _ in range(steps):
         for env in envs:
-            _, _, done, truncated, _ = env.step(env.action_space.sample())
+            if legal:
+                # uniform over each player's legal actions, as the wrapper's rand_action
+                # under the action mask (uniform over all six would play more NONEs:
+                # LBF turns an illegal action into NONE, and episodes would run longer)
+                valid = env._valid_actions
+                actions = [rng.choice(valid[p]) for p in env.players]
+            else:
+                actions = env.action_space.sample()
+            _, _, done, truncated, _ = env.step(actions)
             if done or truncated:
                 env.reset()
     return steps * num_envs / (time.perf_counter() - start)

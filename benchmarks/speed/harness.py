@@ -26,6 +26,7 @@ BENCHMARKS = {
     "mamujoco_env": "benchmarks.envs.bench_mamujoco",
     "magent2": "benchmarks.envs.bench_magent2",
     "overcooked_env": "benchmarks.envs.bench_overcooked",
+    "env_floor": "benchmarks.envs.bench_floor",
     "collector": "benchmarks.bench_collector",
     "action_checks": "benchmarks.bench_action_checks",
     "train_e2e": "benchmarks.speed.train_e2e",

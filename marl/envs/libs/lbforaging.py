@@ -15,8 +15,10 @@ from marl.envs.libs._tuple_agents import TupleAgentsEnv
 __all__ = ["LBForagingEnv"]
 
 
-# Action enum member -> index, filled at the first env (``Enum.value`` is slow per step)
-_ACTION_INDEX: dict[Any, int] = {}
+# The Action enum members in index order (NONE, NORTH, SOUTH, WEST, EAST, LOAD), filled at
+# the first env: the masks test membership in each player's list of legal members, which
+# compares by identity (``Enum.value`` and ``Enum.__hash__`` are Python calls, slow per step)
+_ACTIONS: list[Any] = []
 
 
 class LBForagingEnv(TupleAgentsEnv):
@@ -70,20 +72,22 @@ class LBForagingEnv(TupleAgentsEnv):
 
     def _import_package(self) -> Any:
         package = super()._import_package()
-        if not _ACTION_INDEX:
+        if not _ACTIONS:
             from lbforaging.foraging.environment import Action
 
-            _ACTION_INDEX.update({a: a.value for a in Action})
+            actions = sorted(Action, key=lambda a: a.value)
+            if [a.value for a in actions] != list(range(6)):
+                raise RuntimeError(
+                    "LBForagingEnv expects lbforaging's Action values 0..5 (NONE, NORTH, "
+                    f"SOUTH, WEST, EAST, LOAD), got {[(a.name, a.value) for a in actions]}"
+                )
+            _ACTIONS.extend(actions)
         return package
 
     def _action_masks(self) -> np.ndarray:
         env = self._env
         valid = env._valid_actions  # the package's own per-player legal actions
-        index = _ACTION_INDEX
-        masks = np.zeros((self.n_agents, 6), dtype=bool)
-        for i, player in enumerate(env.players):
-            masks[i, [index[a] for a in valid[player]]] = True
-        return masks
+        return np.array([[a in valid[p] for a in _ACTIONS] for p in env.players], bool)
 
     def _time_limit_reached(self) -> bool:
         env = self._env
