@@ -40,6 +40,7 @@ TARGET = 0.80
 TASKS = {
     "battle": ("battle_v4", {"map_size": 45, "max_cycles": 1000}),  # 162 agents
     "battle_small": ("battle_v4", {"map_size": 20, "max_cycles": 200}),  # 24 agents
+    "gather": ("gather_v5", {"max_cycles": 500}),  # 495 agents, map 200 (fixed)
 }
 
 
@@ -96,7 +97,8 @@ def cases(labels: list[str] | None = None, engine_arrays: bool = True) -> list[C
         task, kwargs = TASKS[label]
         out.append(
             Case(
-                label=f"magent2_env {task} map {kwargs['map_size']}{path}",
+                # gather's map is fixed at 200
+                label=f"magent2_env {task} map {kwargs.get('map_size', 200)}{path}",
                 baseline="raw magent2 parallel loop",
                 raw=lambda n, steps, seed, label=label: raw_loop(label, n, steps, seed),
                 make_env=lambda n, seed, label=label: _wrapper(label, n, seed, engine_arrays),
