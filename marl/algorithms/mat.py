@@ -7,7 +7,9 @@ chooses the actions agent after agent, agent ``i`` conditioned on the representa
 and on the actions of agents ``0..i-1``. The policy is joint over the group and still
 factorizes into per-agent terms, ``pi(a|o) = prod_i pi(a_i | o, a_0..a_{i-1})``, so PPO's
 clipped objective applies to each agent's ratio, with GAE advantages from the encoder's
-values (:class:`~marl.objectives.PPOLoss`, agent masks included).
+values (:class:`~marl.objectives.PPOLoss`, agent masks included). Each minibatch runs
+the encoder once: it gives both the decoder's representations and the values the
+critic loss regresses (``value_from_actor``).
 
 Roles: :class:`MATConfig` (hyperparameters), :func:`build_mat` (the network
 :class:`~marl.modules.transformer.MultiAgentTransformer`, its policy and value modules,
@@ -185,6 +187,8 @@ def build_mat(info: GroupInfo, config: MATConfig) -> GroupLearner:
         normalize_advantage=c.normalize_advantage,
         gamma=c.gamma,
         lmbda=c.lmbda,
+        # one encoder pass gives the decoder's representations and the values
+        value_from_actor=True,
     )
     # the critic's parameters are the policy's (one network): one "actor" param group
     return policy_gradient_learner(info, c, loss, actor=policy, critic=critic, algorithm="mat")

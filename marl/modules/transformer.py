@@ -392,14 +392,21 @@ class MATPolicy(_GroupInputs):
         Agent ``i``'s distribution reads the actions of agents ``0..i-1`` only. Its batch
         shape is the group's ``[*B, n_agents]``.
         """
+        return self.get_dist_and_value(tensordict)[0]
+
+    def get_dist_and_value(self, tensordict: TensorDictBase) -> tuple[D.Distribution, torch.Tensor]:
+        """:meth:`get_dist` and the encoder's values ``[*B, n_agents, 1]`` (what
+        :class:`MATValue` writes), from one encoder pass (the
+        :class:`~marl.objectives.ActorCritic` protocol, for
+        ``PPOLoss(..., value_from_actor=True)``)."""
         obs, lead = self._observation(tensordict)
         action = tensordict.get(self.action_key)
         action = action.reshape(-1, *action.shape[len(lead) :])
-        rep, _ = self.net.encode(obs)
+        rep, value = self.net.encode(obs)
         params = self.net.decode(rep, self.net.shift(self._token_input(action)))
         params = params.reshape(*lead, *params.shape[1:])
         mask = None if self.mask_key is None else tensordict.get(self.mask_key)
-        return self._dist(params, mask)
+        return self._dist(params, mask), value.reshape(*lead, *value.shape[1:])
 
     def extra_repr(self) -> str:
         return f"kind={self.kind!r}, n_agents={self.net.n_agents}"

@@ -7,7 +7,7 @@ and ``marl._C``; the networks it trains are passed in as modules.
 """
 
 from marl.objectives import value
-from marl.objectives.common import KeyedModule, LossModule
+from marl.objectives.common import ActorCritic, KeyedModule, LossModule
 from marl.objectives.ddpg import DDPGLoss
 from marl.objectives.dqn import DQNLoss
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
@@ -23,6 +23,7 @@ __all__ = [
     "GAE",
     "TD0",
     "A2CLoss",
+    "ActorCritic",
     "DDPGLoss",
     "DQNLoss",
     "DiscreteSACLoss",

@@ -74,7 +74,8 @@ class HAPPOLoss(PPOLoss):
         n = adv.shape[td.batch_dims]
         if not 0 <= agent < n:
             raise IndexError(f"agent {agent} is out of range for a group of {n} agents")
-        log_prob, dist = self._log_prob(td, adv)
+        dist = self.actor.get_dist(td)
+        log_prob = self._log_prob(td, adv, dist)
         old = match_log_prob(td.get(self.tensor_keys.sample_log_prob), adv)
         return (log_prob - old)[..., agent, :], adv, dist
 

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import distributions as D
 
 from marl.objectives.common import (
+    ActorCritic,
     LossModule,
     check_loss_kind,
     distance_loss,
@@ -65,6 +66,7 @@ class _PolicyGradientLoss(LossModule):
         normalize_advantage_exclude_dims: Sequence[int] = (),
         gamma: float = 0.99,
         lmbda: float = 0.95,
+        value_from_actor: bool = False,
     ) -> None:
         super().__init__()
         if not hasattr(actor, "get_dist"):
@@ -72,8 +74,14 @@ class _PolicyGradientLoss(LossModule):
                 "actor must expose get_dist(td) (e.g. a ProbabilisticTensorDictSequential), "
                 f"got {type(actor).__name__}"
             )
+        if value_from_actor and not isinstance(actor, ActorCritic):
+            raise TypeError(
+                "value_from_actor=True needs an actor with get_dist_and_value(td) (the "
+                f"ActorCritic protocol), got {type(actor).__name__}"
+            )
         self.actor = actor
         self.critic = critic
+        self.value_from_actor = value_from_actor
         self.entropy_coef = entropy_coef
         self.critic_coef = critic_coef
         self.loss_critic_type = check_loss_kind(loss_critic_type)
@@ -157,12 +165,18 @@ class _PolicyGradientLoss(LossModule):
             adv = (adv - mean) / std.clamp_min(1e-6)
         return adv
 
+    def _dist_and_value(self, td: TensorDictBase) -> tuple[D.Distribution, torch.Tensor | None]:
+        """The policy's distribution at ``td``'s actions, and the value when the actor
+        computes it in the same pass (``value_from_actor``; else ``None``: the critic's)."""
+        if self.value_from_actor:
+            return self.actor.get_dist_and_value(td)
+        return self.actor.get_dist(td), None
+
     def _log_prob(
-        self, td: TensorDictBase, like: torch.Tensor
-    ) -> tuple[torch.Tensor, D.Distribution]:
-        dist = self.actor.get_dist(td)
+        self, td: TensorDictBase, like: torch.Tensor, dist: D.Distribution
+    ) -> torch.Tensor:
         log_prob = dist.log_prob(td.get(self.tensor_keys.action))
-        return match_log_prob(log_prob, like), dist
+        return match_log_prob(log_prob, like)
 
     def _entropy_terms(
         self, dist: D.Distribution, weight: torch.Tensor | None, out: dict[str, torch.Tensor]
@@ -177,15 +191,22 @@ class _PolicyGradientLoss(LossModule):
                 out["entropy"] = entropy(dist).mean()
 
     def _critic_terms(
-        self, td: TensorDictBase, out: dict[str, torch.Tensor], weight: torch.Tensor | None
+        self,
+        td: TensorDictBase,
+        out: dict[str, torch.Tensor],
+        weight: torch.Tensor | None,
+        value: torch.Tensor | None = None,
     ) -> None:
+        """``loss_critic`` and ``explained_variance``; ``value`` is the actor's (see
+        ``value_from_actor``), else the critic's, computed here."""
         if self.critic is None or self.critic_coef == 0:
             return
         k = self.tensor_keys
         target = td.get(k.value_target)
         old_value = td.get(k.value, None)
-        # a shallow selection: the critic must not overwrite the stored (old) values
-        value = self.critic(td.select(*self.critic.in_keys, strict=False)).get(k.value)
+        if value is None:
+            # a shallow selection: the critic must not overwrite the stored (old) values
+            value = self.critic(td.select(*self.critic.in_keys, strict=False)).get(k.value)
         loss = distance_loss(value, target, self.loss_critic_type)
         clip = getattr(self, "clip_value", None)
         if clip is not None and old_value is not None:
@@ -218,6 +239,11 @@ class PPOLoss(_PolicyGradientLoss):
         clip_value: optional clip of the critic update around the stored value.
         gamma: discount for the default GAE.
         lmbda: lambda for the default GAE.
+        value_from_actor: the actor computes the critic's value in the same pass
+            (:class:`~marl.objectives.ActorCritic`, e.g. MAT's transformer): each
+            minibatch calls ``actor.get_dist_and_value`` once instead of ``get_dist``
+            and ``critic``. ``critic`` still gives the values of the advantage
+            estimate.
 
     Returns (``forward``):
         TensorDict with ``loss_objective``, ``loss_critic``, ``loss_entropy`` and the
@@ -251,6 +277,7 @@ class PPOLoss(_PolicyGradientLoss):
         clip_value: float | None = None,
         gamma: float = 0.99,
         lmbda: float = 0.95,
+        value_from_actor: bool = False,
     ) -> None:
         super().__init__(
             actor,
@@ -262,6 +289,7 @@ class PPOLoss(_PolicyGradientLoss):
             normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
             gamma=gamma,
             lmbda=lmbda,
+            value_from_actor=value_from_actor,
         )
         self.clip_epsilon = clip_epsilon
         self.clip_value = clip_value
@@ -270,7 +298,8 @@ class PPOLoss(_PolicyGradientLoss):
         mask = self._agent_mask(tensordict)
         weight = self.loss_weight(tensordict)
         adv = self._advantage(tensordict, mask)
-        log_prob, dist = self._log_prob(tensordict, adv)
+        dist, value = self._dist_and_value(tensordict)
+        log_prob = self._log_prob(tensordict, adv, dist)
         old_log_prob = match_log_prob(tensordict.get(self.tensor_keys.sample_log_prob), adv)
         log_ratio = log_prob - old_log_prob
         ratio = log_ratio.exp()
@@ -281,7 +310,7 @@ class PPOLoss(_PolicyGradientLoss):
         with torch.no_grad():
             out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
             out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
-        self._critic_terms(tensordict, out, weight)
+        self._critic_terms(tensordict, out, weight, value)
         return TensorDict(out)
 
 
@@ -299,6 +328,8 @@ class A2CLoss(_PolicyGradientLoss):
         normalize_advantage_exclude_dims: dims kept separate when standardizing.
         gamma: discount for the default GAE.
         lmbda: lambda for the default GAE.
+        value_from_actor: the actor computes the critic's value in the same pass (see
+            :class:`PPOLoss`).
 
     Returns (``forward``):
         TensorDict with ``loss_objective``, ``loss_critic``, ``loss_entropy``, ``entropy``.
@@ -327,6 +358,7 @@ class A2CLoss(_PolicyGradientLoss):
         normalize_advantage_exclude_dims: Sequence[int] = (),
         gamma: float = 0.99,
         lmbda: float = 0.95,
+        value_from_actor: bool = False,
     ) -> None:
         super().__init__(
             actor,
@@ -338,14 +370,16 @@ class A2CLoss(_PolicyGradientLoss):
             normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
             gamma=gamma,
             lmbda=lmbda,
+            value_from_actor=value_from_actor,
         )
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         mask = self._agent_mask(tensordict)
         weight = self.loss_weight(tensordict)
         adv = self._advantage(tensordict, mask)
-        log_prob, dist = self._log_prob(tensordict, adv)
+        dist, value = self._dist_and_value(tensordict)
+        log_prob = self._log_prob(tensordict, adv, dist)
         out = {"loss_objective": -self._weighted_mean(adv.detach() * log_prob, weight)}
         self._entropy_terms(dist, weight, out)
-        self._critic_terms(tensordict, out, weight)
+        self._critic_terms(tensordict, out, weight, value)
         return TensorDict(out)

@@ -196,6 +196,56 @@ def test_masked_out_agents_are_left_out_of_the_loss():
         assert not torch.allclose(learner.loss(garbage)["loss_objective"], out["loss_objective"])
 
 
+# ------------------------------------------------------------- one encoder pass per minibatch
+@pytest.mark.parametrize("group", ["walker", "picker"])
+def test_the_loss_runs_the_encoder_once_and_equals_the_two_pass_loss(group):
+    """``value_from_actor``: the values come from the policy's encoder pass. The terms and
+    the gradients are those of calling the policy and the critic separately."""
+    algo, env = _build(MaskedFakeEnv)
+    loss = algo.learners[group].loss
+    assert loss.value_from_actor
+    batch = algo.process_batch(_rollout(algo, env, steps=10)).reshape(-1)
+    net = loss.actor.net
+    calls = []
+    hook = net.obs_embed.register_forward_hook(lambda *a: calls.append(1))
+    torch.manual_seed(0)  # the walkers' entropy is a one-sample estimate: the same sample
+    one = loss(batch.clone())
+    hook.remove()
+    assert len(calls) == 1
+    sum(one[k] for k in one.keys() if k.startswith("loss")).backward()
+    grads = [p.grad.clone() for p in net.parameters() if p.grad is not None]
+    net.zero_grad()
+    loss.value_from_actor = False  # the two-pass path: get_dist, then the critic
+    torch.manual_seed(0)
+    two = loss(batch.clone())
+    sum(two[k] for k in two.keys() if k.startswith("loss")).backward()
+    for k in ("loss_objective", "loss_critic", "loss_entropy", "explained_variance"):
+        torch.testing.assert_close(one[k], two[k])
+    torch.testing.assert_close(grads, [p.grad for p in net.parameters() if p.grad is not None])
+
+
+def test_value_from_actor_needs_an_actor_critic():
+    from tensordict.nn import (
+        ProbabilisticTensorDictModule,
+        ProbabilisticTensorDictSequential,
+        TensorDictModule,
+    )
+
+    from marl.objectives import ActorCritic, PPOLoss
+
+    actor = ProbabilisticTensorDictSequential(
+        TensorDictModule(torch.nn.Linear(3, 4), ["observation"], ["logits"]),
+        ProbabilisticTensorDictModule(
+            ["logits"], ["action"], distribution_class=torch.distributions.Categorical
+        ),
+    )
+    assert not isinstance(actor, ActorCritic)
+    with pytest.raises(TypeError, match=r"needs an actor with get_dist_and_value"):
+        PPOLoss(actor, value_from_actor=True)
+    algo, _ = _build()
+    assert isinstance(algo.learners["walker"].loss.actor, ActorCritic)
+
+
 # ------------------------------------------------------------- config and checkpoints
 def test_config_validation_errors():
     with pytest.raises(ValueError, match=r"embed_dim \(30\) must be a multiple of n_heads \(4\)"):
