@@ -20,6 +20,7 @@ EXPECTED = {
     "tictactoe_masks.py": "'illegal': 0",
     "single_agent.py": "sac on gymnasium/pendulum: best eval return",
     "custom_env.py": "trained MAPPO",
+    "custom_host_env.py": "trained MAPPO",
 }
 NEEDS = {
     "mappo_vmas.py": ["vmas"],
@@ -27,6 +28,7 @@ NEEDS = {
     "tictactoe_masks.py": ["pettingzoo"],
     "single_agent.py": ["gymnasium"],
     "custom_env.py": [],
+    "custom_host_env.py": [],
 }
 
 

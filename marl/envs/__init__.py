@@ -1,7 +1,14 @@
 """Environments: the `EnvBase` API, transforms, batched envs and wrappers."""
 
 from marl.envs.action_checks import InvalidActionError
-from marl.envs.batched import HostArrayEnv, ParallelEnv, SerialEnv, WorkerError, arrays_to_td
+from marl.envs.batched import (
+    HostArrayEnv,
+    ParallelEnv,
+    SerialEnv,
+    WorkerError,
+    arrays_to_td,
+    env_flag_arrays,
+)
 from marl.envs.builtin_transforms import (
     DoubleToFloat,
     ExcludeTransform,
@@ -58,6 +65,7 @@ __all__ = [
     "arrays_to_td",
     "check_env_specs",
     "check_serial_arrays",
+    "env_flag_arrays",
     "list_tasks",
     "magent2_env",
     "make_done_spec",
