@@ -1,5 +1,7 @@
 """The PettingZoo-based wrappers give the raw package's data, agent by agent.
 
+MPE, SISL, Butterfly (agents that die) and MAgent2.
+
 Same seed and same actions on both sides: the raw PettingZoo parallel env, stepped
 by hand, and marl's wrapper. Every live agent's observation and reward, and every
 agent's done flags, must be the package's own, through deaths (MAgent2) and to the
@@ -31,8 +33,9 @@ def _check_against_raw(env, raw, steps: int, draw) -> int:
         for g, names in members.items():  # observations at the start of the step
             obs = td[g, "observation"].numpy()
             for j, n in enumerate(names):
-                if n in raw_obs:
-                    np.testing.assert_array_equal(obs[j], raw_obs[n], err_msg=f"{n} at {t}")
+                if n in raw_obs:  # float64 observations arrive as float32
+                    expected = np.asarray(raw_obs[n]).astype(obs.dtype)
+                    np.testing.assert_array_equal(obs[j], expected, err_msg=f"{n} at {t}")
         td = env.step(td)
         raw_obs, rewards, terms, truncs, _ = raw.step(actions)
         nxt = td["next"]
@@ -69,6 +72,27 @@ def test_mpe_data_is_the_packages_own(task):
     raw = module.parallel_env(max_cycles=30)
     n_actions = {g: env.action_spec[g, "action"].n for g in env.group_map}
     assert _check_against_raw(env, raw, 40, _uniform(n_actions)) == 30
+
+
+@pytest.mark.parametrize(
+    ("family", "task", "kwargs", "all_die"),
+    [
+        ("sisl", "pursuit_v5", {"max_cycles": 40}, False),
+        # archers and knights die (zombies reach them): agents leave one by one, and
+        # the episode ends before max_cycles when the last one does
+        ("butterfly", "knights_archers_zombies_v11", {"max_cycles": 300}, True),
+    ],
+)
+def test_sisl_and_butterfly_data_is_the_packages_own(family, task, kwargs, all_die):
+    pytest.importorskip("pettingzoo")
+    from marl.envs import PettingZooEnv
+
+    module = importlib.import_module(f"pettingzoo.{family}.{task}")
+    env = PettingZooEnv(task, seed=3, **kwargs)
+    raw = module.parallel_env(**kwargs)
+    n_actions = {g: env.action_spec[g, "action"].n for g in env.group_map}
+    played = _check_against_raw(env, raw, kwargs["max_cycles"] + 5, _uniform(n_actions))
+    assert (played < kwargs["max_cycles"]) if all_die else (played == kwargs["max_cycles"])
 
 
 @pytest.mark.parametrize("engine_arrays", [True, False], ids=["engine", "pettingzoo"])
