@@ -83,6 +83,29 @@ def test_observations_and_rewards_are_the_packages_own():
         td = td["next"]
 
 
+def test_rware_observations_and_rewards_are_the_packages_own():
+    """RWARE too, to the episode's end (its step limit, set small here)."""
+    env = RwareEnv(RWARE_ID, seed=3, max_steps=60)
+    raw = _raw(RWARE_ID, max_steps=60)
+    raw_obs, _ = raw.reset(seed=3)
+    td = env.reset()
+    gen = torch.Generator().manual_seed(0)
+    for t in range(70):
+        obs = td["agents", "observation"].numpy()
+        assert np.array_equal(obs, np.stack(raw_obs).astype(np.float32)), t
+        action = torch.randint(5, (4,), generator=gen)
+        td["agents", "action"] = action
+        td = env.step(td)
+        raw_obs, rewards, done, truncated, _ = raw.step(action.tolist())
+        reward = td["next", "agents", "reward"].squeeze(-1).numpy()
+        assert np.array_equal(reward, np.asarray(rewards, dtype=np.float32)), t
+        assert td["next", "done"].item() == (done or truncated)
+        if done or truncated:
+            break
+        td = td["next"]
+    assert t == 59  # the step limit ended it
+
+
 def test_one_hot_actions_and_group_maps():
     env = LBForagingEnv(LBF_ID, seed=0, categorical_actions=False, group_map="one_per_agent")
     assert list(env.group_map) == ["agent_0", "agent_1"]
