@@ -133,3 +133,21 @@ def test_rows_cover_both_env_counts_and_both_modes():
         "toy rollout loop, 8 env(s) x 2 steps",
     ]
     assert all(r["baseline_name"] == "raw toy loop" and r["baseline_value"] == 100.0 for r in out)
+
+
+def test_env_floor_measures_what_marl_adds_to_a_null_env():
+    """bench_floor on a few steps: the null env's own loop is fast, marl adds to it."""
+    pytest.importorskip("pettingzoo")
+    from benchmarks.envs.bench_floor import measure, null_env
+
+    env = null_env()
+    obs, _ = env.reset()
+    assert set(obs) == set(env.possible_agents)
+    for _ in range(24):
+        assert env.agents
+        env.step({a: 0 for a in env.agents})
+    env.step({a: 0 for a in env.agents})
+    assert not env.agents  # the 25th step ends the episode
+    m = measure(num_envs=2, reps=1, steps=50)
+    assert 0 < m["raw_us"] < m["marl_us"]
+    assert m["floor_us"] == pytest.approx(m["marl_us"] - m["raw_us"])
