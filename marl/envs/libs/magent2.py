@@ -194,13 +194,13 @@ class MAgent2Env(PettingZooEnv):
             live = plan.live[j]
             term = term_now[j] & live
             trunc = live if truncating else np.zeros_like(live)
-            ending = term | trunc
+            ending = term | trunc  # both are of live agents only: ending is this step's
             if ending.any():
                 ended = True
                 plan.term[j] |= term
-                plan.trunc[j] |= trunc & ending
+                plan.trunc[j] |= trunc
                 plan.live[j] = live & ~ending
-            plan.ending_trunc[j] = bool((trunc & ending).any())
+            plan.ending_trunc[j] = bool(trunc.any())
         if ended:
             alive = np.concatenate(plan.live)
             raw.agents = [a for a, keep in zip(self.agent_names, alive) if keep]
