@@ -19,6 +19,7 @@ from tensordict import TensorDictBase
 from marl.collectors.collector import Collector, Policy
 from marl.collectors.utils import make_env
 from marl.envs.common import EnvBase
+from marl.envs.worker_process import prepare_worker
 
 __all__ = ["worker_main"]
 
@@ -26,6 +27,7 @@ __all__ = ["worker_main"]
 def worker_main(
     idx: int,
     num_workers: int,
+    parent: tuple[int | None, list[int]],
     conn: Any,
     create_env_fn: Callable[[], EnvBase],
     policy: Policy | None,
@@ -35,7 +37,11 @@ def worker_main(
     seed: int | None,
     num_threads: int,
 ) -> None:
-    """Worker process: build the env, then serve ``collect``/``update_weights``/``close``."""
+    """Worker process: build the env, then serve ``collect``/``update_weights``/``close``.
+
+    ``parent`` is ``(parent_pid, inherited_fds)`` for :func:`~marl.envs.worker_process.prepare_worker`.
+    """
+    prepare_worker(*parent)
     try:
         torch.set_num_threads(num_threads)
         if seed is None:

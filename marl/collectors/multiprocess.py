@@ -18,7 +18,9 @@ from __future__ import annotations
 import contextlib
 import math
 import multiprocessing as mp
+import os
 import threading
+import time
 from collections.abc import Callable, Iterator, Sequence
 from multiprocessing.connection import wait
 from typing import Any
@@ -99,6 +101,7 @@ class _MultiCollector:
         self._conns: list[Any] = []
         self._buffers: list[TensorDictBase | None] = [None] * self.num_workers
         self._in_flight: set[int] = set()
+        self._asked_at = [0.0] * self.num_workers  # time.monotonic() of each worker's ask
         kwargs = {
             "init_random_frames": math.ceil(init_random_frames / self.num_workers),
             "max_frames_per_traj": max_frames_per_traj,
@@ -113,14 +116,20 @@ class _MultiCollector:
             self._shared_weights = TensorDict.from_module(policy).data.cpu().clone().share_memory_()
         ctx = mp.get_context(mp_start_method)
         self._weights_lock = ctx.Lock()
+        # a forked worker closes the parent's pipe ends it inherited, so that it sees
+        # end-of-file (and exits) when the parent dies; see marl.envs.worker_process
+        forked = mp_start_method == "fork"
+        parent_pid = None if mp_start_method == "forkserver" else os.getpid()
         try:
             for i, fn in enumerate(fns):
                 parent, child = ctx.Pipe()
+                inherited = [c.fileno() for c in (*self._conns, parent)] if forked else []
                 proc = ctx.Process(
                     target=worker_main,
                     args=(
                         i,
                         self.num_workers,
+                        (parent_pid, inherited),
                         child,
                         fn,
                         policy,
@@ -181,20 +190,33 @@ class _MultiCollector:
         conn, proc = self._conns[i], self._procs[i]
         ready = wait([conn, proc.sentinel], timeout=self.timeout)
         if not ready:
-            self._fail(i, f"did not answer within {self.timeout}s")
+            self._fail(i, f"did not answer within {self.timeout}s (stopped or stuck?)")
         return self._read(i, expect)
 
     def _recv_any(self) -> int:
-        """Wait until one of the workers in flight delivers a batch; return its index."""
+        """Wait until one of the workers in flight delivers a batch; return its index.
+
+        Each worker has its own deadline (``timeout`` after its batch was asked for):
+        one silent worker fails the collector even while the others keep answering.
+        """
         if not self._in_flight:
             raise RuntimeError(f"{type(self).__name__}: no worker is collecting")
         waiting = sorted(self._in_flight)
         objects = [self._conns[i] for i in waiting] + [self._procs[i].sentinel for i in waiting]
-        ready = wait(objects, timeout=self.timeout)
-        if not ready:
-            self._fail(
-                waiting[0], f"(and {len(waiting) - 1} others) did not answer within {self.timeout}s"
+        timeout = None
+        if self.timeout is not None:
+            timeout = max(
+                0.0, min(self._asked_at[i] for i in waiting) + self.timeout - time.monotonic()
             )
+        ready = wait(objects, timeout=timeout)
+        if self.timeout is not None:
+            now = time.monotonic()
+            for i in waiting:
+                silent = self._conns[i] not in ready and self._procs[i].sentinel not in ready
+                if silent and now - self._asked_at[i] >= self.timeout:
+                    self._fail(
+                        i, f"did not deliver a batch within {self.timeout}s (stopped or stuck?)"
+                    )
         for i in waiting:
             if self._conns[i] in ready:
                 self._read(i, "batch")
@@ -228,11 +250,14 @@ class _MultiCollector:
         return payload
 
     def _fail(self, i: int, what: str, cause: BaseException | None = None) -> None:
+        if self._procs[i].is_alive():  # stuck or stopped (SIGSTOP): it cannot obey "close"
+            self._procs[i].kill()
         self.shutdown()
         raise CollectorWorkerError(f"{type(self).__name__} worker {i} {what}") from cause
 
     def _dispatch(self, i: int) -> None:
         self._send(i, "collect")
+        self._asked_at[i] = time.monotonic()
         self._in_flight.add(i)
 
     # ------------------------------------------------------------ public API

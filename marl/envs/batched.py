@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import os
 import traceback
 from collections.abc import Callable
 from typing import Any, Protocol, runtime_checkable
@@ -25,6 +26,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.common import EnvBase
+from marl.envs.worker_process import prepare_worker
 from marl.specs import Composite
 
 __all__ = [
@@ -304,6 +306,7 @@ def _zeros_like_arrays(arrays: Any) -> Any:
 
 def _worker(
     idx: int,
+    parent: tuple[int | None, list[int]],
     conn: Any,
     create_env_fn: Callable[..., EnvBase],
     kwargs: dict[str, Any],
@@ -313,6 +316,7 @@ def _worker(
     input_keys: list[Any],
     reward_keys: list[Any],
 ) -> None:
+    prepare_worker(*parent)
     torch.set_num_threads(1)
     try:
         env = create_env_fn(**kwargs)
@@ -418,12 +422,17 @@ class ParallelEnv(_BatchedEnv):
         for buf in (self._shared_in, self._shared_reset, self._shared_step):
             buf.share_memory_()
         ctx = mp.get_context(mp_start_method)
+        # see marl.envs.worker_process: forked workers drop the parent's pipe ends
+        forked = mp_start_method == "fork"
+        parent_pid = None if mp_start_method == "forkserver" else os.getpid()
         for i in range(n):
             parent, child = ctx.Pipe()
+            inherited = [c.fileno() for c in (*self._conns, parent)] if forked else []
             proc = ctx.Process(
                 target=_worker,
                 args=(
                     i,
+                    (parent_pid, inherited),
                     child,
                     create_env_fn,
                     self.create_env_kwargs,

@@ -120,6 +120,11 @@ class ExperimentConfig:
     """Worker processes of the ``"sync"`` and ``"async"`` collectors. ``"sync"`` splits
     ``num_envs`` evenly over them; each ``"async"`` worker steps ``num_envs`` envs and
     yields whole batches of ``frames_per_batch``."""
+    collector_timeout: float | None = 600.0
+    """Seconds the ``"sync"`` and ``"async"`` collectors wait for a worker's batch before
+    the run fails with an error naming the worker (a stopped or stuck worker would
+    otherwise hang a sync run, or silently leave an async run one worker short). A worker
+    that crashes is noticed at once, whatever this is. ``None``: wait forever."""
 
     # --- frames --------------------------------------------------------------
     num_envs: int | None = None
@@ -214,6 +219,11 @@ class ExperimentConfig:
         need(self.num_threads is None or self.num_threads >= 1, "num_threads", "None or >= 1")
         need(self.collector in COLLECTORS, "collector", f"one of {list(COLLECTORS)}")
         need(self.collector_workers >= 1, "collector_workers", "an integer >= 1")
+        need(
+            self.collector_timeout is None or self.collector_timeout > 0,
+            "collector_timeout",
+            "None or a number of seconds > 0",
+        )
         need(
             self.collector == "inline" or self.sampling_device == "cpu",
             "collector",

@@ -229,4 +229,5 @@ def make_collector(
         total_frames=-1,  # the Trainer stops at experiment.total_frames
         init_random_frames=c.init_random_frames,
         seed=seed,
+        timeout=c.collector_timeout,
     )
