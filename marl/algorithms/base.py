@@ -30,6 +30,7 @@ from torch import nn
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
 from marl.algorithms._networks import check_network
 from marl.algorithms.contracts import Exploration, JointUpdater, Loss, TargetUpdater, Updater
+from marl.algorithms.value_checks import check_config_values
 from marl.data import ReplayBuffer
 from marl.envs.common import EnvBase
 
@@ -222,10 +223,16 @@ class AlgorithmSpec:
     compile: bool = False
 
     def make_config(self, config: Any = None) -> Any:
-        """A config instance from ``None`` (defaults), an instance, or a dict of overrides."""
+        """A config instance from ``None`` (defaults), an instance, or a dict of overrides.
+
+        Raises:
+            ValueError: for an unknown field, or a value out of its range
+                (:func:`~marl.algorithms.value_checks.check_config_values`).
+        """
         if config is None:
             return self.config_cls()
         if isinstance(config, self.config_cls):
+            check_config_values(config, self.name)
             return config
         if isinstance(config, Mapping):
             names = {f.name for f in dataclasses.fields(self.config_cls) if f.init}
@@ -234,7 +241,9 @@ class AlgorithmSpec:
                 raise ValueError(
                     f"unknown {self.name} config field(s) {unknown}; valid: {sorted(names)}"
                 )
-            return self.config_cls(**config)
+            made = self.config_cls(**config)
+            check_config_values(made, self.name)
+            return made
         raise TypeError(
             f"{self.name} config must be a {self.config_cls.__name__}, a dict or None, "
             f"got {type(config).__name__}"
