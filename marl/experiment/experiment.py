@@ -183,6 +183,8 @@ class Experiment:
                 raise ValueError(f"unknown task {task!r}; available tasks: {known}")
             self.task_name = task
         elif callable(task):
+        if not 0 <= seed < 2**32 - 3:  # numpy seeds [0, 2**32); the eval/video envs add 1 and 2
+            raise ValueError(f"seed: expected an integer in [0, 2**32 - 4], got {seed}")
             self.task_name = task_name or "custom/task"
         else:
             raise TypeError(f"task must be a catalogue name or an env factory, got {task!r}")
