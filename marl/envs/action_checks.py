@@ -27,6 +27,7 @@ What is checked, by spec:
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from typing import Any
 
 import torch
@@ -52,6 +53,19 @@ def _value(x: torch.Tensor) -> Any:
     return round(v, 6) if isinstance(v, float) else v
 
 
+# names of an action's leading dims while check_actions checks it, e.g. ("env", "agent"):
+# the message then says "nan at (env 0, agent 1, 0)", naming the agent
+_DIMS: ContextVar[tuple[str, ...]] = ContextVar("_DIMS", default=())
+
+
+def _where(idx: list[int]) -> str:
+    names = _DIMS.get()
+    if not names:
+        return str(tuple(idx))
+    parts = [f"{names[d]} {i}" if d < len(names) else str(i) for d, i in enumerate(idx)]
+    return f"({', '.join(parts)})"
+
+
 def _examples(values: torch.Tensor, bad: torch.Tensor, rows: bool = False) -> str:
     """``"1.7 at (0, 2), nan at (1, 0)"`` for the first few offending entries."""
     where = bad.nonzero()[:_EXAMPLES].tolist()
@@ -59,7 +73,7 @@ def _examples(values: torch.Tensor, bad: torch.Tensor, rows: bool = False) -> st
     for idx in where:
         v = values[tuple(idx)]
         shown = v.tolist() if rows else _value(v)
-        parts.append(f"{shown} at {tuple(idx)}")
+        parts.append(f"{shown} at {_where(idx)}")
     more = int(bad.sum()) - len(where)
     return ", ".join(parts) + (f" (and {more} more)" if more > 0 else "")
 
@@ -177,27 +191,39 @@ def check_actions(td: TensorDictBase, action_spec: Composite) -> None:
         ...
         marl.envs.action_checks.InvalidActionError: action 'action': expected finite values (Bounded); got 1 NaN/inf value(s) of 2: nan at (1,)
     """
-    for key, spec, mask_key in _plan(action_spec):
+    for key, spec, mask_key, dims in _plan(action_spec):
         mask = None if mask_key is None else td.get(mask_key, None)
         if mask is not None and mask.dtype != torch.bool:
             mask = None
-        check_action(key, td.get(key), spec, mask)
+        token = _DIMS.set(dims)
+        try:
+            check_action(key, td.get(key), spec, mask)
+        finally:
+            _DIMS.reset(token)
 
 
 # id(action_spec) -> (the spec, kept alive so that its id stays unique; the plan)
-_PLANS: dict[int, tuple[Composite, list[tuple[NestedKey, Any, NestedKey | None]]]] = {}
+_PLANS: dict[
+    int, tuple[Composite, list[tuple[NestedKey, Any, NestedKey | None, tuple[str, ...]]]]
+] = {}
 
 
-def _plan(action_spec: Composite) -> list[tuple[NestedKey, Any, NestedKey | None]]:
+def _plan(
+    action_spec: Composite,
+) -> list[tuple[NestedKey, Any, NestedKey | None, tuple[str, ...]]]:
     """The action leaves and where their masks live, computed once per spec object."""
     cached = _PLANS.get(id(action_spec))
     if cached is not None and cached[0] is action_spec:
         return cached[1]
     plan = []
+    batch = len(action_spec.shape)
     for key, spec in action_spec.items(include_nested=True, leaves_only=True):
         key_t = (key,) if isinstance(key, str) else tuple(key)
         mask_key = (*key_t[:-1], "action_mask") if isinstance(spec, (Categorical, OneHot)) else None
-        plan.append((key, spec, mask_key))
+        # a group's Composite has the agent dim(s) after the env batch dims
+        group_ndim = len(action_spec[key_t[:-1]].shape) if len(key_t) > 1 else batch
+        dims = ("env",) * batch + ("agent",) * (group_ndim - batch) if batch or group_ndim else ()
+        plan.append((key, spec, mask_key, dims))
     if len(_PLANS) >= 16:  # a few envs check at once (training, evaluation); keep it small
         _PLANS.pop(next(iter(_PLANS)))
     _PLANS[id(action_spec)] = (action_spec, plan)

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
+from marl.envs.action_checks import InvalidActionError
 from marl.envs.action_checks import check_actions as _check_action_values
 from marl.groups import GroupMap
 from marl.specs import (
@@ -266,7 +267,19 @@ class EnvBase:
         self._check_actions(td)
         if self.check_actions:
             _check_action_values(td, self.action_spec)
-        nxt = self._step_proc(td)
+            nxt = self._step_proc(td)
+        else:
+            try:
+                nxt = self._step_proc(td)
+            except Exception as err:
+                # the env's own error for a bad action is often bare (VMAS: an empty
+                # AssertionError on NaN); checking only after a failure keeps the hot
+                # path free and still names the group, the key and the bad values
+                try:
+                    _check_action_values(td, self.action_spec)
+                except InvalidActionError as bad:
+                    raise bad from err
+                raise
         preset = td.get("next", None)
         if preset is not None:
             # entries the policy wrote for the next step (a recurrent module's new hidden

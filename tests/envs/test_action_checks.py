@@ -39,14 +39,14 @@ def test_each_kind_of_bad_action_names_key_domain_values_and_count():
     with pytest.raises(
         InvalidActionError,
         match=r"action \('walker', 'action'\): expected finite values.*1 NaN/inf value\(s\) of 8: "
-        r"nan at \(1, 1, 1\)",
+        r"nan at \(env 1, agent 1, 1\)",
     ):
         _stepped(env, walker, _with_nan)
     with pytest.raises(InvalidActionError, match=r"integers in \[0, 5\); got 6 non-integer.*1\.7"):
         _stepped(env, picker, lambda a: a.float() + 0.7)
     with pytest.raises(
         InvalidActionError,
-        match=r"got 2 out-of-range value\(s\) of 6: 5 at \(0, 0\), -1 at \(1, 2\)",
+        match=r"got 2 out-of-range value\(s\) of 6: 5 at \(env 0, agent 0\), -1 at \(env 1, agent 2\)",
     ):
         _stepped(env, picker, lambda a: torch.tensor([[5, 1, 1], [1, 1, -1]]).where(
             torch.tensor([[True, False, False], [False, False, True]]), a))  # fmt: skip
@@ -161,5 +161,52 @@ def test_tictactoe_illegal_move_under_the_mask():
     td["player", "action"] = torch.tensor([4, 4])
     td = env.step_and_maybe_reset(td)[1]
     td["player", "action"] = torch.tensor([4, 4])  # the square is taken
-    with pytest.raises(InvalidActionError, match=r"illegal action\(s\) of 2: 4 at \(1,\)"):
+    with pytest.raises(InvalidActionError, match=r"illegal action\(s\) of 2: 4 at \(agent 1\)"):
         env.step(td)
+
+
+# ------------------------------------------- with the check off (the default run)
+@_needs("vmas")
+def test_vmas_nan_action_is_named_per_agent_without_the_check():
+    # the default check_actions=False: VMAS's bare AssertionError becomes the cause
+    env = make_task("vmas/navigation", num_envs=4, seed=0)
+    assert env.check_actions is False
+    with pytest.raises(
+        InvalidActionError, match=r"\('agent', 'action'\).*NaN/inf.*nan at \(env 3, agent 2, 1\)"
+    ) as err:
+        _stepped(env, ("agent", "action"), _with_nan)
+    assert isinstance(err.value.__cause__, AssertionError)
+
+
+@_needs("pettingzoo", "mpe2")
+def test_pettingzoo_out_of_range_action_is_named_per_agent_without_the_check():
+    env = make_task("pettingzoo/simple_spread", num_envs=1, seed=0)
+
+    def bad(x):
+        x = x.clone()
+        x[..., 1] = 7
+        return x
+
+    with pytest.raises(InvalidActionError, match=r"out-of-range.*7 at \(env 0, agent 1\)"):
+        _stepped(env, ("agent", "action"), bad)
+
+
+def test_good_steps_are_not_checked_when_the_check_is_off(monkeypatch):
+    import marl.envs.common as common
+
+    calls = []
+    monkeypatch.setattr(common, "_check_action_values", lambda *a: calls.append(a))
+    env = MultiAgentFakeEnv(num_envs=2, seed=0)
+    for _ in range(5):
+        env.step(env.rand_action(env.reset()))
+    assert calls == []  # nothing on the hot path
+
+
+def test_an_env_error_that_is_not_about_the_action_propagates_unchanged():
+    class Broken(MultiAgentFakeEnv):
+        def _step(self, td):
+            raise RuntimeError("the simulator crashed")
+
+    env = Broken(num_envs=2, seed=0)
+    with pytest.raises(RuntimeError, match="the simulator crashed"):
+        env.step(env.rand_action(env.reset()))
