@@ -35,11 +35,15 @@ class ResultsTable:
         evaluations: the rows, sorted by run then step.
         absolute: run -> ``absolute_metrics`` (metric -> values), where written.
         sources: run -> the file it came from.
+        skipped: ``(file, why)`` of each file left out: malformed files that
+            :func:`load_results` skipped (``errors="skip"``) and the links that
+            :func:`find_results_files` did not follow, when they were passed on.
     """
 
     evaluations: list[Evaluation] = field(default_factory=list)
     absolute: dict[RunKey, dict[str, np.ndarray]] = field(default_factory=dict)
     sources: dict[RunKey, Path] = field(default_factory=dict)
+    skipped: list[tuple[Path, str]] = field(default_factory=list)
     _index: dict[RunKey, list[Evaluation]] = field(default_factory=dict, repr=False, compare=False)
     _index_size: int = field(default=-1, repr=False, compare=False)
 
@@ -90,6 +94,10 @@ class ResultsTable:
         path = Path(path)
         atomic_write_json(path, self.to_dict())
         return path
+
+
+class _DuplicateRunError(ResultsFormatError):
+    """A run already loaded from another file: never skipped, the user picks the copy."""
 
 
 def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -168,6 +176,9 @@ def _parse_file(path: Path, table: ResultsTable) -> None:
         raise ResultsFormatError(f"{path}: {e}") from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise ResultsFormatError(f"{path}: cannot read JSON: {e}") from None
+    # The whole file is parsed before any of it enters the table: a file that
+    # fails half-way leaves the table as it was (so it can be skipped).
+    parsed = []
     for env, tasks in _mapping(data, str(path), "envs").items():
         for task, algos in _mapping(tasks, f"{path}: {env}", "tasks").items():
             for algo, runs in _mapping(algos, f"{path}: {env}/{task}", "algorithms").items():
@@ -175,21 +186,30 @@ def _parse_file(path: Path, table: ResultsTable) -> None:
                 for seed, node in _mapping(runs, where, "runs (seed_<k>)").items():
                     key = RunKey(env, task, algo, seed)
                     if key in table.sources:
-                        raise ResultsFormatError(
+                        raise _DuplicateRunError(
                             f"{path}: run {key} is also in {table.sources[key]}; "
                             "each run must appear in one file only"
                         )
-                    evaluations, absolute = _parse_run(key, node, f"{where}/{seed}")
-                    table.sources[key] = path
-                    table.evaluations.extend(evaluations)
-                    if absolute is not None:
-                        table.absolute[key] = absolute
+                    parsed.append((key, *_parse_run(key, node, f"{where}/{seed}")))
+    for key, evaluations, absolute in parsed:
+        table.sources[key] = path
+        table.evaluations.extend(evaluations)
+        if absolute is not None:
+            table.absolute[key] = absolute
 
 
 def find_results_files(
-    folders: Iterable[str | os.PathLike[str]], filename: str = RESULTS_FILENAME
+    folders: Iterable[str | os.PathLike[str]],
+    filename: str = RESULTS_FILENAME,
+    skipped: list[tuple[Path, str]] | None = None,
 ) -> list[Path]:
     """Every ``filename`` under the folders (recursively), sorted; a file path is kept as is.
+
+    The search stays inside each folder: it does not descend into symlinked
+    folders (their files are either outside the folder, or found on their real
+    path already), and it leaves out a symlinked file that resolves outside the
+    folder. Each such link is appended to ``skipped`` as ``(link, why)`` when a
+    list is given.
 
     Raises:
         FileNotFoundError: if a folder does not exist.
@@ -200,24 +220,47 @@ def find_results_files(
         if folder.is_file():
             found.add(folder.resolve())
         elif folder.is_dir():
-            found.update(p.resolve() for p in folder.rglob(filename) if p.is_file())
+            root = folder.resolve()
+            for dirpath, dirnames, filenames in os.walk(folder, followlinks=False):
+                here = Path(dirpath)
+                for name in sorted(dirnames):
+                    if (here / name).is_symlink() and skipped is not None:
+                        target = os.path.realpath(here / name)
+                        skipped.append(
+                            (here / name, f"a symlinked folder (to {target}): not searched")
+                        )
+                if filename not in filenames:
+                    continue
+                path = here / filename
+                real = path.resolve()
+                if not real.is_file():
+                    continue
+                if path.is_symlink() and not real.is_relative_to(root):
+                    if skipped is not None:
+                        skipped.append((path, f"a link to {real}, outside {folder}: not read"))
+                    continue
+                found.add(real)
         else:
             raise FileNotFoundError(f"no such file or folder: {folder}")
     return sorted(found)
 
 
-def load_results(paths: Iterable[str | os.PathLike[str]]) -> ResultsTable:
+def load_results(paths: Iterable[str | os.PathLike[str]], errors: str = "raise") -> ResultsTable:
     """Load and merge results files into one table.
 
     Args:
         paths: ``results.json`` files (one run each, or merged ones).
+        errors: ``"raise"`` (default): a malformed file raises; ``"skip"``: a
+            malformed or unreadable file is left out whole and recorded in
+            :attr:`ResultsTable.skipped` with the error. A run present in two
+            files raises either way: which copy to keep is the user's choice.
 
     Returns:
         The merged :class:`ResultsTable`.
 
     Raises:
-        ResultsFormatError: on malformed input or a run present in two files;
-            the message names the file and the key.
+        ResultsFormatError: on malformed input (unless skipped) or a run present
+            in two files; the message names the file and the key.
 
     Examples:
         >>> import tempfile, pathlib
@@ -230,9 +273,21 @@ def load_results(paths: Iterable[str | os.PathLike[str]]) -> ResultsTable:
         ['vmas/navigation/mappo/seed_1']
         >>> table.evaluations[0].metrics["return"].mean()
         np.float64(1.5)
+        >>> _ = (d / "bad.json").write_text("{not json")
+        >>> table = load_results([d / "results.json", d / "bad.json"], errors="skip")
+        >>> len(table.runs), table.skipped[0][1][:25]
+        (1, 'cannot read JSON: Expecti')
     """
+    if errors not in ("raise", "skip"):
+        raise ValueError(f"errors must be 'raise' or 'skip', got {errors!r}")
     table = ResultsTable()
     for path in paths:
-        _parse_file(Path(path), table)
+        try:
+            _parse_file(Path(path), table)
+        except ResultsFormatError as e:
+            if errors == "raise" or isinstance(e, _DuplicateRunError):
+                raise
+            message = str(e).removeprefix(f"{path}: ").removeprefix(f"{path}")
+            table.skipped.append((Path(path), message))
     table.evaluations.sort(key=lambda e: (e.run, e.step))
     return table

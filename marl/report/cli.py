@@ -42,22 +42,40 @@ folder) loads from that file, so ``--compare`` takes report folders too.
 """
 
 
-def load_folders(folders: Sequence[str | Path]) -> tuple[ResultsTable, list[Path]]:
+def load_folders(
+    folders: Sequence[str | Path], strict: bool = False
+) -> tuple[ResultsTable, list[Path]]:
     """Load every ``results.json`` under the folders (or their ``merged_results.json``).
+
+    A malformed results file is skipped, and so is a link that leads out of its
+    folder (symlinked folders are not searched): each lands in the table's
+    :attr:`~marl.report.results.ResultsTable.skipped` with the reason, and the
+    report is made from the rest. With ``strict``, a malformed file raises.
+
+    Returns:
+        (the table, the results files found, skipped ones included).
 
     Raises:
         FileNotFoundError: if a folder does not exist or holds no results.
-        ResultsFormatError: on malformed files.
+        ResultsFormatError: on a run found in two files; with ``strict``, on a
+            malformed file; when every file was skipped.
     """
     paths: list[Path] = []
+    links: list[tuple[Path, str]] = []
     for folder in folders:
-        found = find_results_files([folder])
+        found = find_results_files([folder], skipped=links)
         if not found and Path(folder).is_dir():
-            found = find_results_files([folder], MERGED_FILENAME)
+            found = find_results_files([folder], MERGED_FILENAME, skipped=links)
         if not found:
             raise FileNotFoundError(f"no {RESULTS_FILENAME} (or {MERGED_FILENAME}) under {folder}")
         paths += [p for p in found if p not in paths]
-    return load_results(paths), paths
+    links = list(dict.fromkeys(links))
+    table = load_results(paths, errors="raise" if strict else "skip")
+    table.skipped[:0] = links
+    if not table.runs and len(table.skipped) > len(links):
+        what = "; ".join(f"{p}: {why}" for p, why in table.skipped)
+        raise ResultsFormatError(f"no readable results: every file was skipped ({what})")
+    return table, paths
 
 
 def _merge_references(found: list[tuple[Path, list[Reference]]]) -> list[Reference]:
@@ -179,7 +197,14 @@ def _parser() -> argparse.ArgumentParser:
         help=f"exit {CHECK_FAILED} when a result misses its reference or has no runs "
         "(after writing the report)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no summary")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="stop at the first malformed results.json (default: skip it with a warning)",
+    )
+    p.add_argument(
+        "--quiet", action="store_true", help="no progress bar and no summary (warnings still shown)"
+    )
     return p
 
 
@@ -202,8 +227,10 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
 
         a, b = args.compare
         out = Path(args.out or "compare")
-        table_a, _ = load_folders([a])
-        table_b, _ = load_folders([b])
+        table_a, _ = load_folders([a], strict=args.strict)
+        table_b, _ = load_folders([b], strict=args.strict)
+        _warn_skipped(table_a)
+        _warn_skipped(table_b)
         cmp = compare_results(table_a, table_b, config, label_a=a, label_b=b)
         out.mkdir(parents=True, exist_ok=True)
         (out / "compare.md").write_text(render_comparison(cmp, command))
@@ -224,7 +251,7 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
     out = Path(args.out) if args.out else (first.parent if first.is_file() else first) / "report"
     leagues = find_leagues([f for f in args.folders if Path(f).exists()])
     try:
-        table, paths = load_folders(args.folders)
+        table, paths = load_folders(args.folders, strict=args.strict)
     except FileNotFoundError:
         if not leagues or not all(Path(f).exists() for f in args.folders):
             raise
@@ -243,7 +270,10 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
             f"--check: no references to check: no {REFERENCES_FILENAME} in "
             f"{', '.join(map(str, args.folders))} and no --references FILE"
         )
+    _warn_skipped(table)
     rep = build_report(table, config, references, baselines, planned)
+    for warning in rep.warnings:
+        print(f"marl-report: warning: {warning}", file=sys.stderr)
     out.mkdir(parents=True, exist_ok=True)
     figures = {}
     if not args.no_figures:
@@ -264,7 +294,8 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
         write_plan(out / PLAN_FILENAME, runs, f"copied by {command}", merge=False)
     incomplete = sum(not s.complete for s in rep.statuses)
     summary = (
-        f"wrote {out / 'report.md'} and {len(figures)} figures: {len(paths)} files, "
+        f"wrote {out / 'report.md'} and {len(figures)} figures: {len(paths)} files "
+        f"({len(table.skipped)} skipped), "
         f"{len(rep.statuses)} runs ({incomplete} incomplete, {len(rep.missing)} missing), "
         f"{len(rep.task_ids)} tasks, {len(rep.algorithms)} algorithms"
     )
@@ -272,6 +303,11 @@ def _run(args: argparse.Namespace, command: str) -> tuple[str, Any]:
         passed = sum(c.passed for c in rep.references)
         summary += f"; {passed} of {len(rep.references)} references reproduced"
     return summary, rep
+
+
+def _warn_skipped(table: ResultsTable) -> None:
+    for path, why in table.skipped:
+        print(f"marl-report: warning: skipped {path}: {why}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -12,9 +12,9 @@ from marl.report.markdown import table as md_table
 from marl.report.report import (
     ReportConfig,
     _resolve_bounds,
+    evaluation_scores,
     final_scores,
     run_statuses,
-    task_values,
 )
 from marl.report.results import ResultsTable
 
@@ -68,7 +68,9 @@ def compare_results(
     under different names, those two are matched. Per task, the difference of
     mean raw scores B - A gets a bootstrap CI (seeds resampled independently on
     each side). Aggregates use scores min-max normalized per task with bounds
-    taken over both sets, and stratified bootstraps on each side.
+    taken over both sets (the min and max evaluation score, as in
+    :func:`~marl.report.report.evaluation_scores`), and stratified bootstraps on
+    each side.
 
     Args:
         table_a: the first runs.
@@ -93,6 +95,7 @@ def compare_results(
         raw, n = final_scores(tab, config, statuses)
         scores.append(raw)
         notes += [f"{label}: {x}" for x in n]
+        notes += [f"{label}: skipped `{path}`: {why}" for path, why in tab.skipped]
         notes += [
             f"{label}: `{s.run}` is incomplete ({s.reason})." for s in statuses if not s.complete
         ]
@@ -106,7 +109,8 @@ def compare_results(
         raise ValueError(
             f"nothing to compare: no task has scored runs in both {label_a} and {label_b}"
         )
-    values_a, values_b = task_values(table_a, config.metric), task_values(table_b, config.metric)
+    values_a = evaluation_scores(table_a, config.metric)
+    values_b = evaluation_scores(table_b, config.metric)
     overrides, _ = _resolve_bounds(config, tasks)
     both = {t: np.concatenate([values_a[t], values_b[t]]) for t in tasks}
     bounds = stats.min_max_bounds(both, overrides)

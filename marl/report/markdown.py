@@ -7,7 +7,7 @@ from pathlib import Path
 
 from marl.report.baselines import POLICIES
 from marl.report.league import LeagueTable, league_section
-from marl.report.report import Report
+from marl.report.report import MIN_SEEDS, Report, figure_role
 
 __all__ = ["render_markdown", "table"]
 
@@ -227,6 +227,29 @@ def _references_section(rep: Report) -> list[str]:
     return out
 
 
+def _seeds(rep: Report, algorithms: Sequence[str], tasks: Sequence[str]) -> str:
+    """The fewest scored seeds of ``algorithms`` on ``tasks``, with a mark below MIN_SEEDS."""
+    counts = [len(rep.raw[t][a]) for t in tasks for a in algorithms if a in rep.raw.get(t, {})]
+    low, high = min(counts), max(counts)
+    text = str(low) if low == high else f"{low}-{high}"
+    return f"{text} (few)" if low < MIN_SEEDS else text
+
+
+def _group_title(rep: Report, i: int) -> str:
+    g = rep.groups[i]
+    return f"Group {i + 1}: {', '.join(g.algorithms)} on {', '.join(f'`{t}`' for t in g.tasks)}"
+
+
+def _bounds_text(rep: Report) -> str:
+    return (
+        "Each task's bounds are the smallest and largest *evaluation score* seen on it: the mean "
+        f"`{rep.config.metric}` over the episodes of one evaluation of one run, over every "
+        "algorithm, seed and evaluation step (and each run's absolute metric), so one outlier "
+        "episode cannot set a bound and every run score lies in [0, 1]; `--bounds FILE` "
+        "replaces them (source `user`)."
+    )
+
+
 def _aggregate_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
     c = rep.config
     out = [
@@ -236,55 +259,112 @@ def _aggregate_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
         "pool the runs of all tasks; median and mean are over tasks of each task's mean score. "
         f"{_pct(c.confidence)} CIs from the stratified bootstrap "
         f"({c.reps} replicates; seeds resampled within each task; seed {c.seed}). "
-        "Higher is better, except for the optimality gap.",
+        "Higher is better, except for the optimality gap. "
+        f"'seeds': scored seeds per task (*few*: under {MIN_SEEDS}, CIs unreliable).",
         "",
     ]
     if not rep.aggregates:
         return [*out, "No complete run to aggregate.", ""]
+    groups = rep.groups
+    if len(groups) > 1:
+        out += [
+            "**The algorithms did not all run the same tasks.** An aggregate over other tasks "
+            "is another quantity, so algorithms are only compared on the same tasks: each "
+            "group below holds the algorithms with scored runs on exactly the same tasks, and "
+            "has its own table, figures and probabilities of improvement. Compare algorithms "
+            "of different groups task by task, in the per-task table, or on the tasks both "
+            "ran in the last table of the probability of improvement.",
+            "",
+        ]
+        out += [
+            f"- `{a}` has no scored run on {', '.join(f'`{t}`' for t in lacking)}: its "
+            f"aggregates are over its other tasks only (group {rep.group_of(a) + 1})."
+            for a, lacking in rep.lacking.items()
+        ]
+        out.append("")
+    elif groups:
+        out += [
+            f"Every algorithm ran the same tasks: {', '.join(f'`{t}`' for t in groups[0].tasks)}.",
+            "",
+        ]
     metrics = list(next(iter(rep.aggregates.values())))
-    rows = []
-    for algo, by_metric in rep.aggregates.items():
-        tasks = rep.normalized[algo]
-        runs = sum(len(v) for v in tasks.values())
-        rows.append([algo, len(tasks), runs, *(by_metric[m].format(".3f") for m in metrics)])
-    out += [table(["algorithm", "tasks", "runs", *metrics], rows), ""]
-    out += ["Normalization bounds:", ""]
+    for i, group in enumerate(groups):
+        if len(groups) > 1:
+            out += [f"### {_group_title(rep, i)}", ""]
+        rows = []
+        for algo in group.algorithms:
+            by_metric = rep.aggregates[algo]
+            tasks = rep.normalized[algo]
+            runs = sum(len(v) for v in tasks.values())
+            rows.append(
+                [algo, len(tasks), runs, _seeds(rep, [algo], list(tasks)),
+                 *(by_metric[m].format(".3f") for m in metrics)]
+            )  # fmt: skip
+        out += [table(["algorithm", "tasks", "runs", "seeds", *metrics], rows), ""]
+        role = figure_role("aggregate", i)
+        if role in figures:
+            out += [f"![Aggregate metrics]({figures[role]})", ""]
+        role = figure_role("profile", i)
+        if role in figures:
+            out += [
+                "Performance profiles: fraction of runs (over all tasks of the group) whose "
+                "normalized score is above tau, with stratified-bootstrap bands. A curve above "
+                "another is better everywhere.",
+                "",
+                f"![Performance profiles]({figures[role]})",
+                "",
+            ]
+    out += ["**Normalization bounds.** " + _bounds_text(rep), ""]
     rows = [
         [t, f"{lo:.4g}", f"{hi:.4g}", rep.bound_sources.get(t, "")]
         for t, (lo, hi) in rep.bounds.items()
     ]
     out += [table(["task", "min", "max", "source"], rows), ""]
-    if "aggregate" in figures:
-        out += [f"![Aggregate metrics]({figures['aggregate']})", ""]
-    if "profile" in figures:
-        out += [
-            "### Performance profiles",
-            "",
-            "Fraction of runs (over all tasks) whose normalized score is above tau, with "
-            "stratified-bootstrap bands. A curve above another is better everywhere.",
-            "",
-            f"![Performance profiles]({figures['profile']})",
-            "",
-        ]
     return out
 
 
 def _improvement_section(rep: Report, figures: Mapping[str, str]) -> list[str]:
-    if not rep.improvement:
+    if not rep.improvement and not rep.across_groups:
         return []
     c = rep.config
     out = [
         "## Probability of improvement",
         "",
         "P(X > Y): the probability that a run of X scores above a run of Y on a task, averaged over "
-        f"the tasks both ran (ties count 1/2), with {_pct(c.confidence)} stratified-bootstrap CIs. "
-        "P(Y > X) = 1 - P(X > Y). A CI that excludes 0.5 shows a difference.",
+        f"the tasks of their group (ties count 1/2), with {_pct(c.confidence)} stratified-bootstrap "
+        "CIs. P(Y > X) = 1 - P(X > Y). A CI that excludes 0.5 shows a difference. With few "
+        f"seeds (under {MIN_SEEDS}, marked *few*) the CI cannot be trusted: a resample only "
+        "repeats the seeds' scores, so when every run of X beats every run of Y the CI is "
+        "[1, 1] however close the scores are.",
         "",
     ]
-    rows = [[x, y, ci.format(".3f"), n] for (x, y), (ci, n) in rep.improvement.items()]
-    out += [table(["X", "Y", "P(X > Y)", "tasks"], rows), ""]
-    if "improvement" in figures:
-        out += [f"![Probability of improvement]({figures['improvement']})", ""]
+    for i, group in enumerate(rep.groups):
+        pairs = [(xy, v) for xy, v in rep.improvement.items() if xy[0] in group.algorithms]
+        if not pairs:
+            continue
+        if len(rep.groups) > 1:
+            out += [f"### {_group_title(rep, i)}", ""]
+        rows = [
+            [x, y, ci.format(".3f"), n, _seeds(rep, [x, y], group.tasks)]
+            for (x, y), (ci, n) in pairs
+        ]
+        out += [table(["X", "Y", "P(X > Y)", "tasks", "seeds"], rows), ""]
+        role = figure_role("improvement", i)
+        if role in figures:
+            out += [f"![Probability of improvement]({figures[role]})", ""]
+    if rep.across_groups:
+        out += [
+            "### Across groups, on the tasks both ran",
+            "",
+            "Algorithms of different groups, compared on the tasks both ran only (named in "
+            "the table): each row is a comparison on its own tasks, not a ranking.",
+            "",
+        ]
+        rows = [
+            [x, y, ci.format(".3f"), ", ".join(f"`{t}`" for t in tasks), _seeds(rep, [x, y], tasks)]
+            for (x, y), (ci, tasks) in rep.across_groups.items()
+        ]
+        out += [table(["X", "Y", "P(X > Y)", "tasks", "seeds"], rows), ""]
     return out
 
 
@@ -315,8 +395,10 @@ def render_markdown(
     Args:
         rep: the computed report.
         figures: figure role -> path relative to ``report.md`` (roles
-            ``"aggregate"``, ``"profile"``, ``"improvement"`` and
-            ``"curve:<env/task>"``); figures not given are left out.
+            ``"aggregate"``, ``"profile"``, ``"improvement"`` for the first group of
+            algorithms, ``"aggregate:<k>"``... for group ``k`` >= 2 (see
+            :func:`marl.report.report.figure_role`), and ``"curve:<env/task>"``);
+            figures not given are left out.
         command: the command line that made the report, to quote.
         leagues: league ratings (``elo.json``) to rank in a section of their own.
 
@@ -336,6 +418,8 @@ def render_markdown(
         + ("the last evaluation." if c.score == "final" else "the absolute metric."),
         "",
     ]
+    if rep.warnings:
+        lines += ["**Warnings**:", ""] + [f"- {w}" for w in rep.warnings] + [""]
     lines += _runs_section(rep)
     lines += _per_task_section(rep)
     lines += _references_section(rep)

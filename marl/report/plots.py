@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from marl.report.baselines import POLICIES
-from marl.report.report import Report
+from marl.report.report import Report, figure_role
 
 __all__ = [
     "plot_aggregates",
@@ -124,10 +124,28 @@ def _baseline_lines(ax: Any, rep: Report, task: str) -> None:
             ax.axhline(mean, color=color, linestyle=style, linewidth=1.2, label=label)
 
 
-def plot_aggregates(rep: Report, path: Path) -> Path:
-    """One panel per aggregate metric: each algorithm's CI as a bar, its point estimate as a tick."""
+def _group_algorithms(rep: Report, group: int) -> list[str]:
+    """The algorithms of group ``group`` (all of them for a report without groups)."""
+    if not rep.groups:
+        return list(rep.aggregates)
+    return list(rep.groups[group].algorithms)
+
+
+def _group_tasks(rep: Report, group: int) -> str:
+    if not rep.groups:
+        return ""
+    tasks = rep.groups[group].tasks
+    shown = ", ".join(tasks) if len(tasks) <= 4 else f"{len(tasks)} tasks"
+    return f" on {shown}"
+
+
+def plot_aggregates(rep: Report, path: Path, group: int = 0) -> Path:
+    """One panel per aggregate metric: each algorithm's CI as a bar, its point estimate as a tick.
+
+    Only the algorithms of ``rep.groups[group]`` (those that ran the same tasks) are drawn.
+    """
     plt = require_matplotlib()
-    algos = list(rep.aggregates)
+    algos = _group_algorithms(rep, group)
     metrics = list(next(iter(rep.aggregates.values())))
     colors = _colors(rep.algorithms)
     fig, axes = plt.subplots(1, len(metrics), figsize=(2.6 * len(metrics), 0.5 * len(algos) + 1.6))
@@ -142,20 +160,23 @@ def plot_aggregates(rep: Report, path: Path) -> Path:
         ax.set_xlabel("normalized score")
         ax.grid(axis="x", alpha=0.3)
     fig.suptitle(
-        f"Aggregate {rep.config.metric} ({100 * rep.config.confidence:g}% CI)", fontsize=10
+        f"Aggregate {rep.config.metric}{_group_tasks(rep, group)} "
+        f"({100 * rep.config.confidence:g}% CI)",
+        fontsize=10,
     )
     return _save(fig, path)
 
 
-def plot_profiles(rep: Report, path: Path) -> Path:
-    """Performance profiles with their bootstrap bands."""
+def plot_profiles(rep: Report, path: Path, group: int = 0) -> Path:
+    """Performance profiles with their bootstrap bands, of the algorithms of ``rep.groups[group]``."""
     plt = require_matplotlib()
     colors = _colors(rep.algorithms)
     fig, ax = plt.subplots(figsize=(5.5, 3.8))
-    for algo, prof in rep.profiles.items():
+    for algo in _group_algorithms(rep, group):
+        prof = rep.profiles[algo]
         ax.plot(prof.taus, prof.point, color=colors[algo], label=algo)
         ax.fill_between(prof.taus, prof.low, prof.high, color=colors[algo], alpha=0.2, linewidth=0)
-    ax.set_title("Performance profiles")
+    ax.set_title(f"Performance profiles{_group_tasks(rep, group)}", fontsize=10)
     ax.set_xlabel(r"normalized score $\tau$")
     ax.set_ylabel(r"fraction of runs with score > $\tau$")
     ax.set_ylim(-0.02, 1.02)
@@ -164,10 +185,16 @@ def plot_profiles(rep: Report, path: Path) -> Path:
     return _save(fig, path)
 
 
-def plot_improvement(rep: Report, path: Path) -> Path:
-    """P(X > Y) per pair of algorithms: CI bar, point tick, and the 0.5 line of no difference."""
+def _group_pairs(rep: Report, group: int) -> list[tuple[str, str]]:
+    algos = set(_group_algorithms(rep, group))
+    return [(x, y) for x, y in rep.improvement if x in algos and y in algos]
+
+
+def plot_improvement(rep: Report, path: Path, group: int = 0) -> Path:
+    """P(X > Y) per pair of algorithms of ``rep.groups[group]``: CI bar, point tick, and the
+    0.5 line of no difference."""
     plt = require_matplotlib()
-    pairs = list(rep.improvement)
+    pairs = _group_pairs(rep, group)
     fig, ax = plt.subplots(figsize=(5.5, 0.45 * len(pairs) + 1.4))
     for i, pair in enumerate(pairs):
         ci, _ = rep.improvement[pair]
@@ -178,7 +205,7 @@ def plot_improvement(rep: Report, path: Path) -> Path:
     ax.axvline(0.5, color="gray", linestyle="--", linewidth=1)
     ax.set_xlim(-0.03, 1.03)
     ax.invert_yaxis()
-    ax.set_title("Probability of improvement")
+    ax.set_title(f"Probability of improvement{_group_tasks(rep, group)}", fontsize=10)
     ax.set_xlabel("probability")
     ax.grid(axis="x", alpha=0.3)
     return _save(fig, path)
@@ -201,14 +228,22 @@ def write_figures(rep: Report, out_dir: str | Path) -> dict[str, str]:
     require_matplotlib()
     out_dir = Path(out_dir)
     figures = {}
-    if rep.aggregates:
-        figures["aggregate"] = plot_aggregates(rep, out_dir / "aggregate.png").name
-    if rep.profiles:
-        figures["profile"] = plot_profiles(rep, out_dir / "performance_profile.png").name
-    if rep.improvement:
-        figures["improvement"] = plot_improvement(
-            rep, out_dir / "probability_of_improvement.png"
-        ).name
+    groups = range(len(rep.groups)) if rep.groups else range(1 if rep.aggregates else 0)
+    for i in groups:
+        # the first group's figures keep the plain names; group k >= 2 gets a "_k" suffix
+        suffix = "" if i == 0 else f"_{i + 1}"
+        if rep.aggregates:
+            figures[figure_role("aggregate", i)] = plot_aggregates(
+                rep, out_dir / f"aggregate{suffix}.png", i
+            ).name
+        if rep.profiles:
+            figures[figure_role("profile", i)] = plot_profiles(
+                rep, out_dir / f"performance_profile{suffix}.png", i
+            ).name
+        if _group_pairs(rep, i):
+            figures[figure_role("improvement", i)] = plot_improvement(
+                rep, out_dir / f"probability_of_improvement{suffix}.png", i
+            ).name
     for task in rep.curves:
         name = f"curves_{safe_name(task)}.png"
         figures[f"curve:{task}"] = plot_curves(rep, task, out_dir / name).name

@@ -11,6 +11,7 @@ import itertools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -20,15 +21,32 @@ from marl.report.references import Reference, ReferenceCheck, check_references
 from marl.report.results import ResultsTable, RunKey
 
 __all__ = [
+    "MIN_SEEDS",
+    "RECOMMENDED_SEEDS",
+    "AlgorithmGroup",
     "Curve",
     "Report",
     "ReportConfig",
     "RunStatus",
     "build_report",
+    "evaluation_scores",
     "final_scores",
     "run_statuses",
+    "task_groups",
     "task_values",
 ]
+
+MIN_SEEDS = 5
+"""Fewest scored seeds per (algorithm, task) below which the report warns that its
+bootstrap CIs (aggregates, profiles, probability of improvement) are unreliable.
+
+Agarwal et al. (2021, rliable) show percentile-bootstrap CIs to be too narrow
+with fewer than about 5 runs per task; with 2 seeds a resample can only repeat
+the 2 scores, so e.g. ``P(X > Y)`` is ``1.000 [1.000, 1.000]`` whenever both runs
+of X beat both runs of Y, however close they are."""
+
+RECOMMENDED_SEEDS = 10
+"""Seeds per (algorithm, task) that Gorsane et al. (2022) recommend for MARL results."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +113,46 @@ class Curve:
     n: np.ndarray
 
 
+@dataclass(frozen=True)
+class AlgorithmGroup:
+    """Algorithms that have scored runs on exactly the same tasks.
+
+    Aggregates, performance profiles and probabilities of improvement compare
+    the algorithms of one group only: an average over other tasks is another
+    quantity, not a better or worse score.
+    """
+
+    tasks: tuple[str, ...]
+    algorithms: tuple[str, ...]
+
+
+def task_groups(normalized: Mapping[str, Mapping[str, Any]]) -> list[AlgorithmGroup]:
+    """Group algorithms by their set of tasks (``algorithm -> task -> scores``).
+
+    Groups with more tasks come first, then those with more algorithms.
+
+    Examples:
+        >>> task_groups({"a": {"t1": 0, "t2": 0}, "b": {"t1": 0}, "c": {"t1": 0, "t2": 0}})
+        [AlgorithmGroup(tasks=('t1', 't2'), algorithms=('a', 'c')), AlgorithmGroup(tasks=('t1',), algorithms=('b',))]
+    """
+    by_tasks: dict[tuple[str, ...], list[str]] = {}
+    for algo, tasks in normalized.items():
+        by_tasks.setdefault(tuple(sorted(tasks)), []).append(algo)
+    groups = [AlgorithmGroup(t, tuple(sorted(a))) for t, a in by_tasks.items()]
+    return sorted(groups, key=lambda g: (-len(g.tasks), -len(g.algorithms), g.tasks))
+
+
+def figure_role(base: str, group: int) -> str:
+    """The figure role of group ``group``'s ``base`` figure (``"aggregate"``, ``"profile"``,
+    ``"improvement"``): ``base`` for the first group, ``"base:<k>"`` for group ``k`` >= 2.
+
+    Examples:
+        >>> figure_role("aggregate", 0), figure_role("aggregate", 1)
+        ('aggregate', 'aggregate:2')
+    """
+    return base if group == 0 else f"{base}:{group + 1}"
+
+
 @dataclass
 class Report:
     """Everything a report shows; see :func:`build_report`."""
@@ -124,6 +182,21 @@ class Report:
     """task -> the random and no-op baselines of its runs (one entry per evaluation setting)."""
     planned: list[RunKey] | None = None
     """The runs of the benchmark's ``plan.json``, when there was one."""
+    groups: list[AlgorithmGroup] = field(default_factory=list)
+    """The algorithms by task set: aggregates, profiles and ``P(X > Y)`` compare within a group."""
+    lacking: dict[str, list[str]] = field(default_factory=dict)
+    """algorithm -> the report's tasks on which it has no scored run (only algorithms lacking some)."""
+    across_groups: dict[tuple[str, str], tuple[stats.Interval, tuple[str, ...]]] = field(
+        default_factory=dict
+    )
+    """``P(X > Y)`` of pairs from different groups, over the tasks both ran (named)."""
+    warnings: list[str] = field(default_factory=list)
+    """What makes the statistics less trustworthy (few seeds, task sets that differ, files
+    skipped); the markdown shows them at the top and ``marl-report`` prints them on stderr."""
+
+    def group_of(self, algorithm: str) -> int | None:
+        """The index in :attr:`groups` of ``algorithm``'s group (None if it has no scored run)."""
+        return next((i for i, g in enumerate(self.groups) if algorithm in g.algorithms), None)
 
     def baseline_values(
         self, task: str, policy: str, algorithms: Sequence[str] | None = None
@@ -214,6 +287,35 @@ def task_values(table: ResultsTable, metric: str) -> dict[str, np.ndarray]:
         if metric in metrics:
             values[run.task_id].append(metrics[metric])
     return {t: np.concatenate(v) for t, v in sorted(values.items())}
+
+
+def evaluation_scores(table: ResultsTable, metric: str) -> dict[str, np.ndarray]:
+    """Per task, the score of every evaluation of every run: its mean over episodes.
+
+    One value per (algorithm, seed, evaluation step), plus one per run's
+    ``absolute_metrics`` (their mean): each is a score a run had, so the final
+    and absolute scores of every run lie between their min and max. These give
+    the default normalization bounds: one outlier episode moves its
+    evaluation's mean by ``1/episodes`` of its distance, it does not set a bound.
+
+    Examples:
+        >>> from marl.report.results import RunResults, load_results
+        >>> import tempfile, pathlib
+        >>> run = RunResults("env", "task", "a", 0)
+        >>> run.add_evaluation(0, [-30.0, 1.0, 1.0, 0.0])
+        >>> run.add_evaluation(100, [2.0, 2.0, 2.0, 2.0])
+        >>> table = load_results([run.write(pathlib.Path(tempfile.mkdtemp()))])
+        >>> evaluation_scores(table, "return")["env/task"].tolist()
+        [-7.0, 2.0]
+    """
+    values: dict[str, list[float]] = defaultdict(list)
+    for ev in table.evaluations:
+        if metric in ev.metrics:
+            values[ev.run.task_id].append(float(np.mean(ev.metrics[metric])))
+    for run, metrics in table.absolute.items():
+        if metric in metrics:
+            values[run.task_id].append(float(np.mean(metrics[metric])))
+    return {t: np.asarray(v) for t, v in sorted(values.items())}
 
 
 def final_scores(
@@ -358,7 +460,7 @@ def build_report(
     raw, notes = final_scores(table, config, statuses)
     task_ids = table.task_ids
     overrides, bound_sources = _resolve_bounds(config, task_ids)
-    values = task_values(table, config.metric)
+    values = evaluation_scores(table, config.metric)
     bounds = stats.min_max_bounds({t: values[t] for t in task_ids if t in values}, overrides)
     normalized: dict[str, dict[str, np.ndarray]] = defaultdict(dict)
     for task, algos in raw.items():
@@ -394,6 +496,26 @@ def build_report(
     report.curves = _curves(table, config.metric, config.confidence)
     report.references = check_references(table, references, config.confidence)
     report.baselines = _baselines_by_task(baselines, task_ids, report.notes)
+    report.warnings += _skipped_warnings(table)
+    report.groups = task_groups(normalized)
+    scored_tasks = sorted(raw)
+    report.lacking = {
+        a: [t for t in scored_tasks if t not in normalized[a]]
+        for a in algorithms
+        if len(normalized[a]) < len(scored_tasks)
+    }
+    report.warnings += _seed_warnings(raw)
+    if len(report.groups) > 1:
+        report.warnings.append(
+            f"the algorithms did not all run the same tasks: the aggregates, performance "
+            f"profiles and probabilities of improvement compare algorithms within "
+            f"{len(report.groups)} groups of equal task sets only ("
+            + "; ".join(
+                f"{', '.join(a)} {'lacks' if len(a) == 1 else 'lack'} {', '.join(t)}"
+                for t, a in _by_lacking(report.lacking).items()
+            )
+            + ")"
+        )
     if not normalized:
         report.notes.append("No complete run: the aggregate statistics are left out.")
         return report
@@ -408,5 +530,54 @@ def build_report(
     every = np.concatenate([s for a in normalized.values() for s in a.values()])
     taus = np.linspace(min(0.0, float(every.min())), max(1.0, float(every.max())), 101)
     report.profiles = stats.performance_profile(normalized, taus, **kw)
-    report.improvement = stats.pairwise_probability_of_improvement(normalized, **kw)
+    # P(X > Y) only within a group: X and Y on the same tasks, as the aggregates.
+    for group in report.groups:
+        scores = {a: normalized[a] for a in group.algorithms}
+        report.improvement.update(stats.pairwise_probability_of_improvement(scores, **kw))
+    # Pairs of different groups: on the tasks both ran, named, in a table of their own.
+    for a, b in itertools.combinations(algorithms, 2):
+        if report.group_of(a) != report.group_of(b):
+            common = tuple(t for t in normalized[a] if t in normalized[b])
+            if common:
+                xa, xb = ({t: normalized[x][t] for t in common} for x in (a, b))
+                ci = stats.probability_of_improvement_ci(xa, xb, **kw)
+                report.across_groups[(a, b)] = (ci, common)
     return report
+
+
+def _by_lacking(lacking: Mapping[str, Sequence[str]]) -> dict[tuple[str, ...], list[str]]:
+    """Lacking tasks -> the algorithms that lack exactly them."""
+    out: dict[tuple[str, ...], list[str]] = {}
+    for algo, tasks in lacking.items():
+        out.setdefault(tuple(tasks), []).append(algo)
+    return out
+
+
+def _seed_warnings(raw: Mapping[str, Mapping[str, Mapping[str, float]]]) -> list[str]:
+    """A warning when some (algorithm, task) has fewer than :data:`MIN_SEEDS` scored seeds."""
+    few = sorted(
+        (len(seeds), task, algo)
+        for task, algos in raw.items()
+        for algo, seeds in algos.items()
+        if len(seeds) < MIN_SEEDS
+    )
+    if not few:
+        return []
+    pairs = sum(len(algos) for algos in raw.values())
+    which = f"all {pairs}" if len(few) == pairs else f"{len(few)} of {pairs}"
+    shown = ""
+    if len(few) < pairs:
+        shown = " (" + ", ".join(f"{a} on {t}: {n}" for n, t, a in few[:4])
+        shown += f" and {len(few) - 4} more)" if len(few) > 4 else ")"
+    return [
+        f"few seeds: {which} (algorithm, task) pairs have fewer than MIN_SEEDS = {MIN_SEEDS} "
+        f"scored seeds, as few as {few[0][0]}{shown}. Their bootstrap CIs (aggregates, "
+        "profiles, P(X > Y)) are unreliable: a resample can only repeat the few scores there "
+        "are, so e.g. P(X > Y) is 1.000 [1.000, 1.000] whenever every run of X beats every "
+        f"run of Y. Gorsane et al. (2022) ask for at least {RECOMMENDED_SEEDS} seeds."
+    ]
+
+
+def _skipped_warnings(table: ResultsTable) -> list[str]:
+    """A warning per skipped file (malformed, or a link out of its folder)."""
+    return [f"skipped `{path}`: {why}" for path, why in getattr(table, "skipped", ())]
