@@ -64,3 +64,46 @@ def test_import_marl_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "", f"import marl pulled in optional packages: {out.stdout}"
+
+
+def _module_graph() -> dict[str, set[str]]:
+    """``module -> marl modules it imports`` (at any depth, lazy imports included).
+
+    Package ``__init__`` files are left out on both sides: they re-export their
+    modules' names, so an edge through one says nothing about which module needs which.
+    """
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        if parts[-1] == "__init__":
+            continue
+        modules[".".join(parts)] = path
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("marl"):
+                deps |= {f"{node.module}.{a.name}" for a in node.names} | {node.module}
+            elif isinstance(node, ast.Import):
+                deps |= {a.name for a in node.names}
+        graph[name] = {d for d in deps if d in modules and d != name}
+    return graph
+
+
+def test_no_import_circle_between_modules():
+    graph = _module_graph()
+    circles, done = [], set()
+
+    def visit(node, path):
+        if node in path:
+            circles.append(path[path.index(node) :] + [node])
+            return
+        if node in done:
+            return
+        for dep in sorted(graph[node]):
+            visit(dep, [*path, node])
+        done.add(node)
+
+    for node in sorted(graph):
+        visit(node, [])
+    assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)

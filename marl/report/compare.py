@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from marl.report import stats
-from marl.report.markdown import table as md_table
 from marl.report.report import (
     ReportConfig,
     _resolve_bounds,
@@ -17,6 +16,7 @@ from marl.report.report import (
     run_statuses,
 )
 from marl.report.results import ResultsTable
+from marl.report.tables import table as md_table
 
 __all__ = ["Comparison", "compare_results", "render_comparison"]
 

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.report._format import ResultsFormatError
+from marl.report.tables import table
 
 __all__ = [
     "ELO_FILENAME",
@@ -111,7 +112,6 @@ def league_section(leagues: Sequence[LeagueTable]) -> list[str]:
     """The markdown section ranking each league's policies by Elo (empty without leagues)."""
     if not leagues:
         return []
-    from marl.report.markdown import table
 
     out = [
         "## League ratings (Elo)",

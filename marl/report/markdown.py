@@ -8,26 +8,9 @@ from pathlib import Path
 from marl.report.baselines import POLICIES
 from marl.report.league import LeagueTable, league_section
 from marl.report.report import MIN_SEEDS, Report, figure_role
+from marl.report.tables import table
 
 __all__ = ["render_markdown", "table"]
-
-
-def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
-    """A GitHub markdown table.
-
-    Examples:
-        >>> print(table(["a", "b"], [[1, 2]]))
-        | a | b |
-        |---|---|
-        | 1 | 2 |
-    """
-
-    def cell(x: object) -> str:
-        return str(x).replace("|", "\\|").replace("\n", " ")
-
-    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def _display(path: str) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from marl.bench.baselines import EvalSettings, Scores, evaluate_baselines
-from marl.report.markdown import table
+from marl.report.tables import table
 
 __all__ = ["TaskBaselines", "catalogue_baselines", "main", "render_page"]
 

@@ -1,0 +1,30 @@
+"""Markdown tables: the one piece of formatting that every report section shares.
+
+It lives apart from :mod:`marl.report.markdown` so that sections rendered elsewhere
+(:mod:`marl.report.league`, ``marl.bench``'s baselines page, :mod:`marl.report.compare`)
+use it without importing the report renderer, which imports them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+__all__ = ["table"]
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """A GitHub markdown table.
+
+    Examples:
+        >>> print(table(["a", "b"], [[1, 2]]))
+        | a | b |
+        |---|---|
+        | 1 | 2 |
+    """
+
+    def cell(x: object) -> str:
+        return str(x).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(lines)
