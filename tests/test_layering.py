@@ -96,7 +96,7 @@ def test_no_import_circle_between_modules():
 
     def visit(node, path):
         if node in path:
-            circles.append(path[path.index(node) :] + [node])
+            circles.append([*path[path.index(node) :], node])
             return
         if node in done:
             return

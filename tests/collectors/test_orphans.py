@@ -14,7 +14,6 @@ from pathlib import Path
 import pytest
 
 from marl.collectors import CollectorWorkerError, MultiAsyncCollector, MultiSyncCollector
-from marl.envs import ParallelEnv
 from marl.testing import SingleAgentFakeEnv
 
 
