@@ -12,7 +12,8 @@ experiment runner writes ``status.json`` there (``{"status": "running" |
   ``total_frames`` is applied);
 - a run that left outputs but no checkpoint (killed or failed before its first one)
   is restarted: those outputs are removed first, since the runner refuses to write
-  into a folder that holds a run (its rows would mix);
+  into a folder that holds a run (its rows would mix); a folder that a live run holds
+  (:mod:`marl.experiment.runlock`) is left alone, and its run refused with that PID;
 - any other run starts from scratch.
 
 Before launching, ``run_suite`` writes ``OUTPUT/references.json`` (the suite's
@@ -377,14 +378,21 @@ def run_suite(
         except Exception as err:  # e.g. inside a running hydra app: the runs matter more
             message(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
+    from marl.experiment.runlock import lock_run_folder
+
     for p in todo:
         if p.action == "restart":
-            removed = clear_outputs(p.folder)
-            with open(p.folder / LOG_FILE, "a", encoding="utf-8") as log:
-                log.write(
-                    "marl-bench: no checkpoint to resume from; removed the previous attempt's "
-                    f"{', '.join(removed)} to start again\n"
+            try:
+                with lock_run_folder(p.folder):  # never a live run's files (its run refuses)
+                    removed = clear_outputs(p.folder)
+                note = (
+                    "no checkpoint to resume from; removed the previous attempt's "
+                    f"{', '.join(removed)} to start again"
                 )
+            except FileExistsError as err:
+                note = f"left as it is: {err}"
+            with open(p.folder / LOG_FILE, "a", encoding="utf-8") as log:
+                log.write(f"marl-bench: {note}\n")
     outcomes: dict[int, Outcome] = {}
     bar = _progress_bar(len(todo), suite.name, progress)
 

@@ -9,7 +9,7 @@ from tensordict import TensorDictBase
 
 from marl.data.storages import Index, Storage
 
-__all__ = ["ListStorage"]
+__all__ = ["LEGACY_GLOBALS", "ListStorage"]
 
 
 class _Unset:
@@ -23,6 +23,11 @@ class _Unset:
 
 
 _UNSET = _Unset()
+
+LEGACY_GLOBALS = ((_UNSET, "marl.data.list_storage._UNSET"),)
+"""What earlier versions pickled of this module (the unset marker): data, allowed when a
+file names it (``marl.serialization.load(..., extra_globals=LEGACY_GLOBALS)``)."""
+_TD = "__marl_tensordict__"  # marks a TensorDict item in state_dict()
 
 
 class ListStorage(Storage):
@@ -46,6 +51,8 @@ class ListStorage(Storage):
         >>> len(storage), storage.get(torch.tensor([1, 0]))
         (2, ['b', 'a'])
     """
+
+    legacy_globals = LEGACY_GLOBALS
 
     def __init__(self, max_size: int) -> None:
         super().__init__(max_size)
@@ -92,12 +99,38 @@ class ListStorage(Storage):
         self._len = 0
 
     def state_dict(self) -> dict[str, Any]:
-        return {"max_size": self.max_size, "items": list(self._items)}
+        """The items (TensorDicts as plain dicts of tensors) and the unwritten slots.
+
+        Tensors, TensorDicts, numbers, strings and plain containers load back from a
+        checkpoint as data (``weights_only``). Items of other types are saved as they
+        are, and such a checkpoint loads only with ``trusted=True`` (their unpickling
+        can run code): see :mod:`marl.serialization`.
+        """
+        from marl.serialization import td_to_plain
+
+        items = [
+            None
+            if item is _UNSET
+            else {_TD: td_to_plain(item)}
+            if isinstance(item, TensorDictBase)
+            else item
+            for item in self._items
+        ]
+        unset = [i for i, item in enumerate(self._items) if item is _UNSET]
+        return {"max_size": self.max_size, "items": items, "unset": unset}
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
+        from marl.serialization import td_from_plain
+
         if len(state["items"]) > self.max_size:
             raise ValueError(
                 f"ListStorage: cannot load {len(state['items'])} items into max_size={self.max_size}"
             )
-        self._items = list(state["items"])
+        items = [
+            td_from_plain(item[_TD]) if isinstance(item, dict) and set(item) == {_TD} else item
+            for item in state["items"]
+        ]
+        for i in state.get("unset", ()):
+            items[i] = _UNSET
+        self._items = items
         self._len = len(self._items)

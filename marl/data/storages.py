@@ -62,6 +62,10 @@ class Storage(abc.ABC):
         max_size: the number of slots.
     """
 
+    legacy_globals: tuple[tuple[Any, str], ...] = ()
+    """``(object, "module.name")`` pairs of this storage's own that files written by
+    earlier versions pickled: allowed as data by :meth:`loads`."""
+
     def __init__(self, max_size: int) -> None:
         self.max_size = _check_max_size(max_size)
         self._len = 0
@@ -95,10 +99,21 @@ class Storage(abc.ABC):
         path.mkdir(parents=True, exist_ok=True)
         torch.save(self.state_dict(), path / "storage.pt")
 
-    def loads(self, path: str | os.PathLike) -> None:
-        """Loads what :meth:`dumps` saved in ``path`` into this storage."""
-        # Items of a ListStorage may be any picklable object, hence not weights_only.
-        self.load_state_dict(torch.load(Path(path) / "storage.pt", weights_only=False))
+    def loads(self, path: str | os.PathLike, *, trusted: bool = False) -> None:
+        """Loads what :meth:`dumps` saved in ``path`` into this storage.
+
+        The file is read as data (``weights_only``, :func:`marl.serialization.load`):
+        items that are tensors, TensorDicts, numbers, strings and plain containers load;
+        other objects (a ``ListStorage`` may hold any) are refused unless ``trusted=True``
+        (only a file you trust: unpickling it can run code).
+        """
+        from marl.serialization import load
+
+        file = Path(path) / "storage.pt"
+        state = load(
+            file, trusted=trusted, what="replay-buffer storage", extra_globals=self.legacy_globals
+        )
+        self.load_state_dict(state)
 
     def _check_index(self, index: Index) -> None:
         end = _end_of(index)
@@ -335,6 +350,11 @@ class TensorStorage(Storage):
         self._len = 0
 
     def state_dict(self) -> dict[str, Any]:
+        """The valid items and the bookkeeping; TensorDicts as plain nested dicts of
+        tensors (:func:`marl.serialization.td_to_plain`), so that a checkpoint holding
+        them loads with ``torch.load(weights_only=True)``."""
+        from marl.serialization import td_to_plain
+
         data = None
         if self._storage is not None:
             data = self._storage[: self._len].to_tensordict()
@@ -343,8 +363,10 @@ class TensorStorage(Storage):
             "max_size": self.max_size,
             "len": self._len,
             "is_tensor": self._is_tensor,
-            "data": data,
-            "template": None if self._storage is None else self._storage[0].to("cpu").clone(),
+            "data": None if data is None else td_to_plain(data),
+            "template": None
+            if self._storage is None
+            else td_to_plain(self._storage[0].to("cpu").clone()),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -353,7 +375,7 @@ class TensorStorage(Storage):
             raise ValueError(
                 f"{type(self).__name__}: cannot load {n} items into max_size={self.max_size}"
             )
-        template = state.get("template")
+        template = _as_td(state.get("template"))
         if template is None:
             self._len = 0
             return
@@ -361,7 +383,7 @@ class TensorStorage(Storage):
         if self._storage is None:
             self._ensure_storage(template, single=True)
         if n:
-            self._storage[:n] = state["data"].to(self.device)
+            self._storage[:n] = _as_td(state["data"]).to(self.device)
         self._len = n
 
     def dumps(self, path: str | os.PathLike) -> None:
@@ -390,6 +412,16 @@ class TensorStorage(Storage):
             f"{type(self).__name__}(max_size={self.max_size}, len={len(self)}, "
             f"device={self.device}, batch_size={shape})"
         )
+
+
+def _as_td(value: Any) -> Any:
+    """A saved TensorDict: the plain form of :meth:`TensorStorage.state_dict`, or a
+    TensorDict (older checkpoints and in-memory states)."""
+    if value is None or isinstance(value, TensorDictBase):
+        return value
+    from marl.serialization import td_from_plain
+
+    return td_from_plain(value)
 
 
 class MemmapStorage(TensorStorage):

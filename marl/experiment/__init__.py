@@ -10,6 +10,8 @@
 - :meth:`Experiment.resume` (``marl-run --resume <folder>``) continues a run from
   its checkpoint; ``status.json`` ends ``complete``, ``failed`` or ``interrupted``
   (:class:`RunInterrupted` after SIGINT/SIGTERM, with a final checkpoint).
+- :func:`lock_run_folder` (:mod:`marl.experiment.runlock`): one live writer per run
+  folder; a run or resume into a live run's folder raises :class:`RunFolderInUse`.
 
 Examples:
     >>> from marl.experiment import ExperimentConfig
@@ -34,6 +36,7 @@ from marl.experiment.loggers import (
 )
 from marl.experiment.parts import evaluation_num_envs
 from marl.experiment.progress import ProgressCallback
+from marl.experiment.runlock import RunFolderInUse, check_run_folder, lock_run_folder
 
 __all__ = [
     "CSVLogger",
@@ -44,13 +47,16 @@ __all__ = [
     "Logger",
     "ModelConfig",
     "ProgressCallback",
+    "RunFolderInUse",
     "RunInterrupted",
     "TensorboardLogger",
     "WandbLogger",
     "atomic_save",
     "check_logger",
+    "check_run_folder",
     "evaluation_num_envs",
     "load_checkpoint",
+    "lock_run_folder",
     "make_loggers",
     "plot_curves",
     "read_scalars",

@@ -3,7 +3,15 @@
 Each checkpoint is written to a temporary file in the same folder, flushed to
 disk, then renamed over its final name (``os.replace`` is atomic on POSIX).
 ``latest.pt`` is a hard link to the newest ``checkpoint_<frames>.pt``, made the
-same way, so it costs no extra disk space and always names a complete file.
+same way, so it costs no extra disk space and always names a complete file. It is a
+convenience name only: resuming a run folder reads the numbered checkpoints, newest
+first, and falls back to an older one when the newest is damaged
+(:func:`marl.experiment.resume.load_resumable`).
+
+Checkpoints are data: they are read with ``torch.load(weights_only=True)`` (see
+:mod:`marl.serialization`), so loading one cannot run code; ``trusted=True`` (or
+``MARL_TRUST_CHECKPOINTS=1``) unpickles a trusted file in full. A save that runs out of
+disk space raises an ``OSError`` (``ENOSPC``) naming the file, and leaves no temp file.
 
 Fault injection (for tests): with ``MARL_TEST_FAULT=<point>@<frames>[:<SIGNAL>]`` in the
 environment, the run sends itself ``SIGKILL`` (or the named signal) at that point:
@@ -15,9 +23,11 @@ before its checkpoint.
 
 from __future__ import annotations
 
+import errno
 import os
 import random
 import re
+import shutil
 import signal
 from pathlib import Path
 from typing import Any
@@ -25,9 +35,14 @@ from typing import Any
 import numpy as np
 import torch
 
+from marl.data.list_storage import LEGACY_GLOBALS as LIST_STORAGE_GLOBALS
+from marl.serialization import CheckpointError, UntrustedCheckpointError, load
+
 __all__ = [
     "FAULT_ENV",
+    "CheckpointError",
     "CheckpointManager",
+    "UntrustedCheckpointError",
     "atomic_save",
     "fault_point",
     "load_checkpoint",
@@ -54,16 +69,39 @@ def fault_point(point: str, frames: int) -> None:
         os.kill(os.getpid(), getattr(signal, f"SIG{name or 'KILL'}"))
 
 
+_DISK_FULL = ("unexpected pos", "file write failed", "No space left")
+
+
+def _disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a write failing for lack of space (torch reports it as a
+    ``RuntimeError`` such as ``unexpected pos 105216 vs 105104``)."""
+    if isinstance(err, OSError):
+        return err.errno in (errno.ENOSPC, errno.EDQUOT)
+    return isinstance(err, RuntimeError) and any(t in str(err) for t in _DISK_FULL)
+
+
 def _write_temp(obj: Any, path: Path) -> Path:
-    """``torch.save`` to a temp file next to ``path``, flushed to disk; returns the temp file."""
+    """``torch.save`` to a temp file next to ``path``, flushed to disk; returns the temp file.
+
+    Raises:
+        OSError: ``ENOSPC``, naming ``path``, when the disk is full (the temp file removed).
+    """
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
             torch.save(obj, f)
             f.flush()
             os.fsync(f.fileno())
-    except BaseException:
+    except BaseException as err:
         tmp.unlink(missing_ok=True)
+        if _disk_full(err):
+            raise OSError(
+                errno.ENOSPC,
+                f"cannot save {path}: the disk is full ({type(err).__name__}: "
+                f"{str(err).splitlines()[0] if str(err) else err!r}); free space and "
+                "resume, the previous checkpoints are intact",
+                str(path),
+            ) from err
         raise
     return tmp
 
@@ -86,17 +124,39 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
     return path
 
 
-def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load a checkpoint written by :class:`CheckpointManager`.
+def load_checkpoint(path: str | os.PathLike[str], *, trusted: bool = False) -> dict[str, Any]:
+    """Load a checkpoint written by :class:`CheckpointManager`, as data only.
+
+    Args:
+        path: the file.
+        trusted: unpickle it in full (a file you trust only: it can run code; see
+            :mod:`marl.serialization`). ``MARL_TRUST_CHECKPOINTS=1`` does the same.
 
     Raises:
         FileNotFoundError: naming the path.
+        UntrustedCheckpointError: when its pickle names globals that are not data.
+        CheckpointError: when it is damaged (empty, truncated, not a torch file); in a run
+            folder's ``checkpoints/``, the message names the intact older checkpoints.
         ValueError: when the file is not a marl checkpoint.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"experiment.restore_file: no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    try:
+        # a replay buffer's ListStorage of an earlier version pickled its unset marker
+        state = load(path, trusted=trusted, extra_globals=LIST_STORAGE_GLOBALS)
+    except UntrustedCheckpointError:
+        raise
+    except CheckpointError as err:
+        intact = [p.name for p in intact_checkpoints(path.parent) if p.name != path.name]
+        if path.parent.name == "checkpoints" and path.parent.is_dir():
+            err.args = (
+                f"{err}. Intact checkpoints in {path.parent}: {', '.join(intact)} (resuming "
+                "the run folder falls back to the newest of them)"
+                if intact
+                else f"{err}. No other intact checkpoint in {path.parent}",
+            )
+        raise
     if not isinstance(state, dict) or "trainer" not in state:
         raise ValueError(
             f"{path} is not a marl experiment checkpoint (expected a dict with 'trainer', "
@@ -105,11 +165,46 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return state
 
 
+def intact_checkpoints(folder: str | os.PathLike[str]) -> list[Path]:
+    """The numbered checkpoints of ``folder`` that look whole, oldest first.
+
+    A quick check (a regular file, a zip archive whose ``data.pkl`` reads with the right
+    CRC), not a load.
+    """
+    import zipfile
+
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    out = []
+    found = sorted((int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name)))
+    for _, p in found:
+        if p.is_symlink() or not p.is_file():
+            continue
+        try:
+            with zipfile.ZipFile(p) as archive:
+                names = [n for n in archive.namelist() if n.endswith("data.pkl")]
+                if names:
+                    archive.read(min(names, key=len))
+                    out.append(p)
+        except (zipfile.BadZipFile, OSError, EOFError, ValueError):
+            continue
+    return out
+
+
 def rng_state() -> dict[str, Any]:
-    """The states of Python's, NumPy's and torch's (CPU and CUDA) generators."""
+    """The states of Python's, NumPy's and torch's (CPU and CUDA) generators, as data that
+    ``torch.load(weights_only=True)`` reads (NumPy's as a tensor and numbers)."""
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
     state: dict[str, Any] = {
         "python": random.getstate(),
-        "numpy": np.random.get_state(),
+        "numpy": {
+            "kind": str(kind),
+            "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+            "pos": int(pos),
+            "has_gauss": int(has_gauss),
+            "cached_gaussian": float(cached),
+        },
         "torch": torch.get_rng_state(),
     }
     if torch.cuda.is_available():
@@ -118,9 +213,18 @@ def rng_state() -> dict[str, Any]:
 
 
 def set_rng_state(state: dict[str, Any]) -> None:
-    """Restore :func:`rng_state`."""
+    """Restore :func:`rng_state` (also the tuple of NumPy arrays older checkpoints hold)."""
     random.setstate(state["python"])
-    np.random.set_state(state["numpy"])
+    numpy = state["numpy"]
+    if isinstance(numpy, dict):
+        numpy = (
+            numpy["kind"],
+            np.asarray(numpy["keys"].numpy(), dtype=np.uint32),
+            int(numpy["pos"]),
+            int(numpy["has_gauss"]),
+            float(numpy["cached_gaussian"]),
+        )
+    np.random.set_state(numpy)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state_all(state["cuda"])
@@ -190,7 +294,11 @@ class CheckpointManager:
         try:
             os.link(path, tmp)
         except OSError:  # file systems without hard links: a copy, made atomically
-            atomic_save(torch.load(path, map_location="cpu", weights_only=False), self.latest)
+            try:
+                shutil.copyfile(path, tmp)
+                os.replace(tmp, self.latest)
+            finally:
+                tmp.unlink(missing_ok=True)
         else:
             os.replace(tmp, self.latest)
 

@@ -19,10 +19,17 @@ stops ``marl-run`` before anything is built. ``marl/conf/`` holds ``config.yaml`
 (``experiment/debug``, ``experiment/gpu``, ``model/small``, ``model/large``).
 
 Resuming: ``experiment.restore_file=<checkpoint>`` (or ``--resume <run folder>``, which
-means its ``checkpoints/latest.pt``) continues that run in its own folder, with the
-config, seed and hyperparameters of the checkpoint. Other overrides given with it must
+means its newest intact checkpoint) continues that run in its own folder, with the
+config, seed and hyperparameters of the checkpoint. The checkpoint is read as data (it
+cannot run code; ``MARL_TRUST_CHECKPOINTS=1`` unpickles a trusted one in full) and must
+be the folder's own run's (``run.json``). Other overrides given with it must
 agree with the checkpoint, except the ``experiment`` settings that do not change what
 is learned (``total_frames``, intervals, devices, loggers, ...), which are applied.
+
+A folder that ``marl-run`` knows before hydra starts (``--resume``'s, or an explicit
+``hydra.run.dir``) is locked first (:mod:`marl.experiment.runlock`): a resume or a new
+run into the folder of a live run is refused with that run's PID, before hydra writes
+its ``.hydra/``.
 """
 
 from __future__ import annotations
@@ -332,12 +339,11 @@ def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], b
     ``candidate`` is what the command line composes; only the settings it names are
     compared with the checkpoint.
     """
-    from marl.experiment.checkpoint import load_checkpoint
     from marl.experiment.experiment import Experiment
-    from marl.experiment.resume import FIXED_ON_RESUME, checkpoint_path, differences
+    from marl.experiment.resume import FIXED_ON_RESUME, differences, load_resumable
 
-    checkpoint = checkpoint_path(restore)
-    state = load_checkpoint(checkpoint)
+    # a run folder: its newest intact checkpoint (a damaged newer one is kept aside)
+    checkpoint, state = load_resumable(restore)
     current = candidate.describe()
     paths: list[tuple[str, ...]] = []
     changes: dict[str, Any] = {}
@@ -390,13 +396,15 @@ def _value(arg: str) -> Any:
 
 def _refuse_a_folder_with_a_run(args: list[str], program: str = "marl-run") -> None:
     """A new run into ``hydra.run.dir=<a folder that holds a run>`` is refused here,
-    before hydra rewrites that run's ``.hydra/``."""
+    before hydra rewrites that run's ``.hydra/`` (a live run's: naming its PID)."""
     from marl.experiment.lifecycle import held_run
+    from marl.experiment.runlock import check_run_folder
 
     given = [a for a in args if _key(a) == "hydra.run.dir"]
     if not given or any(a in ("-m", "--multirun") for a in args):
         return
     folder = Path(str(_value(given[-1]))).expanduser()
+    check_run_folder(folder)
     held = held_run(folder)
     if held is not None:
         raise ValueError(
@@ -414,6 +422,8 @@ def _prepare_resume(
 
     Raises:
         ValueError, FileNotFoundError: with what is wrong, before hydra starts.
+        FileExistsError: a new run into the folder of a live run
+            (:class:`~marl.experiment.runlock.RunFolderInUse`, naming its PID).
     """
     from marl.experiment.resume import checkpoint_path, run_folder_of
 
@@ -433,16 +443,22 @@ def _prepare_resume(
     if resume is not None and restore:
         raise ValueError(f"give --resume or {restore_key}, not both")
     if resume is not None:
-        checkpoint = checkpoint_path(resume)
+        source = resume
     elif restore and _value(restore[-1]) not in (None, ""):
-        checkpoint = checkpoint_path(str(_value(restore[-1])))
+        source = str(_value(restore[-1]))
         out = [a for a in out if a not in restore]
     else:
         _refuse_a_folder_with_a_run(out, program)
         return out
+    checkpoint = checkpoint_path(source)  # refuses a folder without one, or a link out of it
     if any(a in ("-m", "--multirun") for a in out):
         raise ValueError("resume one run at a time (without -m/--multirun)")
-    out.append(_override(restore_key, checkpoint))
+    folder_given = Path(source).expanduser().is_dir() and restore_key == "experiment.restore_file"
+    # a run folder stays a folder: the run resumes from its newest intact checkpoint
+    # (marl.experiment.resume.load_resumable), chosen when it loads
+    out.append(
+        _override(restore_key, Path(source).expanduser().resolve() if folder_given else checkpoint)
+    )
     keys = {_key(a) for a in out}
     if "hydra.run.dir" not in keys:
         folder = run_folder_of(checkpoint)
@@ -458,11 +474,39 @@ def _prepare_resume(
     return out
 
 
+# hydra flags that run nothing (they print a config, help or completions)
+_NO_RUN = ("-c", "--cfg", "-h", "--help", "--hydra-help", "-i", "--info", "-sc")
+_NO_RUN_PREFIXES = ("--cfg=", "--info=", "--shell-completion")
+
+
+def _lock_run_dir(args: list[str]) -> Any:
+    """Hold the run folder that ``hydra.run.dir`` names (``_prepare_resume`` sets it for a
+    resume) before hydra starts, which writes ``.hydra/`` and the log there first; the
+    :class:`~marl.experiment.Experiment` that hydra then runs in this process joins the
+    hold (:mod:`marl.experiment.runlock`). ``None`` when the folder is not known yet
+    (hydra's own timestamped folders, ``-m``) or nothing runs.
+
+    Raises:
+        RunFolderInUse: a live run holds the folder (a ``FileExistsError``).
+    """
+    from marl.experiment.runlock import lock_run_folder
+
+    if any(a in ("-m", "--multirun", *_NO_RUN) or a.startswith(_NO_RUN_PREFIXES) for a in args):
+        return None
+    given = [a for a in args if _key(a) == "hydra.run.dir"]
+    if not given:
+        return None
+    folder = str(_value(given[-1]))
+    if "${" in folder:  # an interpolation that only hydra resolves
+        return None
+    return lock_run_folder(Path(folder).expanduser())
+
+
 def main() -> None:
     """Entry point of ``marl-run``."""
     try:
         args = _prepare_resume(sys.argv[1:])
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
     sys.argv[1:] = args
@@ -470,6 +514,11 @@ def main() -> None:
     if text is not None:
         print(text)
         return
+    try:
+        lock = _lock_run_dir(args)
+    except FileExistsError as err:
+        sys.stderr.write(f"marl-run: {err}\n")
+        sys.exit(2)
 
     import hydra
     from hydra.core.hydra_config import HydraConfig
@@ -489,6 +538,9 @@ def main() -> None:
         _main()
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
         sys.exit(err.exit_code)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == "__main__":  # pragma: no cover

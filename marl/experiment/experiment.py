@@ -8,8 +8,11 @@ atomic checkpoints with resume, and a progress display.
 The output folder::
 
     config.yaml          the resolved config of this run
+    run.json             {"run_id": ...}: written when the run first starts, never changed
     scalars.csv          every scalar, long format: frames,key,value
-    results.json         evaluation returns per step (overall and per group)
+    results.json         evaluation returns per step (overall and per group), and at the
+                         end absolute_metrics: the best evaluation's policy over 10x the
+                         episodes (see marl.experiment.best_policy)
     curves.png           training and evaluation return against frames
     videos/eval_<frames>.mp4
     checkpoints/checkpoint_<frames>.pt, checkpoints/latest.pt
@@ -19,7 +22,9 @@ The output folder::
 A run continues from its checkpoint with :meth:`Experiment.resume` (``marl-run --resume
 <folder>``): same folder, config and seed, frames counting on, logs appended without
 gaps or duplicates. A folder that already holds a run is never written into by a new
-one (that would duplicate its rows): resume it, or choose another folder.
+one (that would duplicate its rows): resume it, or choose another folder. While a run
+is live its folder is locked (``.lock``, :mod:`marl.experiment.runlock`): every other
+writer, a resume included, is refused with the live run's PID.
 """
 
 from __future__ import annotations
@@ -50,10 +55,10 @@ from marl.algorithms import (
 )
 from marl.envs import InitTracker, TransformedEnv, list_tasks
 from marl.envs.common import EnvBase
+from marl.experiment.best_policy import BestPolicy
 from marl.experiment.checkpoint import (
     CheckpointManager,
     fault_point,
-    load_checkpoint,
     rng_state,
     set_rng_state,
 )
@@ -77,11 +82,16 @@ from marl.experiment.parts import (
 from marl.experiment.progress import ProgressCallback
 from marl.experiment.resume import (
     FIXED_ON_RESUME,
-    checkpoint_path,
+    check_run_identity,
     differences,
+    load_resumable,
+    new_run_id,
+    read_run_id,
     resume_arguments,
     run_folder_of,
+    write_run_id,
 )
+from marl.experiment.runlock import lock_run_folder
 from marl.export import FORMATS as EXPORT_FORMATS
 from marl.export import export_policies
 from marl.report.results import RunResults, atomic_write_json
@@ -146,8 +156,8 @@ class Experiment:
         >>> exp.run()["frames"]
         128
         >>> sorted(p.name for p in exp.folder.iterdir())  # doctest: +NORMALIZE_WHITESPACE
-        ['checkpoints', 'config.yaml', 'curves.png', 'results.json', 'scalars.csv',
-         'status.json']
+        ['checkpoints', 'config.yaml', 'curves.png', 'results.json', 'run.json',
+         'scalars.csv', 'status.json']
 
         The same run, continued to 256 frames in its folder:
 
@@ -173,6 +183,8 @@ class Experiment:
         self.model = config_from_dict(ModelConfig, model, "model").validate()
         if isinstance(seed, bool) or not isinstance(seed, int):
             raise TypeError(f"seed must be an int, got {seed!r}")
+        if not 0 <= seed < 2**32 - 3:  # numpy seeds [0, 2**32); the eval/video envs add 1 and 2
+            raise ValueError(f"seed: expected an integer in [0, 2**32 - 4], got {seed}")
         self.seed = seed
         if task_overrides is not None and not isinstance(task_overrides, Mapping):
             raise TypeError(f"task_overrides must be a mapping, got {task_overrides!r}")
@@ -183,8 +195,6 @@ class Experiment:
                 raise ValueError(f"unknown task {task!r}; available tasks: {known}")
             self.task_name = task
         elif callable(task):
-        if not 0 <= seed < 2**32 - 3:  # numpy seeds [0, 2**32); the eval/video envs add 1 and 2
-            raise ValueError(f"seed: expected an integer in [0, 2**32 - 4], got {seed}")
             self.task_name = task_name or "custom/task"
         else:
             raise TypeError(f"task must be a catalogue name or an env factory, got {task!r}")
@@ -205,8 +215,10 @@ class Experiment:
         self._wall_start = 0.0
         self._elapsed_before = 0.0  # training wall time before a resume
         self._restore_state: tuple[Path, dict[str, Any]] | None = None
+        self.run_id: str | None = None  # run.json's, set by run()
         self._envs: list[EnvBase] = []
         self._collectors: list[Any] = []  # worker-process collectors, shut down at the end
+        self.best_policy = BestPolicy()  # the best evaluation's policy: the absolute metric
 
     @classmethod
     def resume(
@@ -217,6 +229,7 @@ class Experiment:
         task: TaskFactory | None = None,
         folder: str | os.PathLike[str] | None = None,
         callbacks: Sequence[TrainerCallback] = (),
+        trusted: bool = False,
     ) -> Experiment:
         """The experiment of a checkpoint, ready to :meth:`run` on from it.
 
@@ -232,15 +245,21 @@ class Experiment:
             task: the env factory of a run on a custom task (a factory is not saved).
             folder: where the run continues (default: the checkpoint's run folder).
             callbacks: extra :class:`~marl.algorithms.TrainerCallback` objects.
+            trusted: unpickle the checkpoint in full (only a file you trust: it can run
+                code); by default it is read as data (:mod:`marl.serialization`).
+
+        A run folder resumes from its newest intact checkpoint (a damaged newer one is
+        logged and kept aside as ``<name>.damaged``), and only from its own run's
+        checkpoints (:func:`~marl.experiment.resume.check_run_identity`).
 
         Raises:
             FileNotFoundError: when ``path`` holds no checkpoint.
             ValueError: naming each setting of ``config`` that contradicts the checkpoint.
+            marl.serialization.CheckpointError: when the checkpoint is damaged, a link
+                out of its folder, or not data.
         """
-        checkpoint = checkpoint_path(path)
-        return cls._from_checkpoint(
-            checkpoint, load_checkpoint(checkpoint), config, task, folder, callbacks
-        )
+        checkpoint, state = load_resumable(path, trusted=trusted)
+        return cls._from_checkpoint(checkpoint, state, config, task, folder, callbacks)
 
     @classmethod
     def _from_checkpoint(
@@ -326,8 +345,9 @@ class Experiment:
         """Train to ``total_frames`` (resuming from ``restore_file`` if set).
 
         Everything is checked before anything is built or written: a checkpoint that
-        contradicts this run's config, or a folder that already holds another run,
-        raises without touching it. From then on ``status.json`` follows the run:
+        contradicts this run's config, a folder that already holds another run, or one
+        that a live run holds (:mod:`~marl.experiment.runlock`), raises without touching
+        it. From then on ``status.json`` follows the run:
         ``running``, then ``complete``, ``failed`` (with the error and the end of the
         traceback) or ``interrupted``. SIGINT and SIGTERM stop the run at the end of
         the current iteration, with a final checkpoint, and raise
@@ -338,15 +358,28 @@ class Experiment:
             the last training and evaluation metrics.
 
         Raises:
-            FileExistsError: when the folder holds another run.
+            FileExistsError: when the folder holds another run, or a live run (another
+                process, or another Experiment of this one) writes it:
+                :class:`~marl.experiment.runlock.RunFolderInUse` names its PID.
             ValueError: when ``restore_file`` is a checkpoint of another run.
             RunInterrupted: after SIGINT or SIGTERM (a ``KeyboardInterrupt``).
         """
+        restore = self._load_restore()
+        # the folder's one live writer (marl.experiment.runlock): taken before anything is
+        # written into it, released however the run ends
+        lock = lock_run_folder(self.folder, owner=self)
+        try:
+            return self._run(restore)
+        finally:
+            lock.release()
+
+    def _run(self, restore: tuple[Path, dict[str, Any]] | None) -> dict[str, Any]:
         import yaml
 
-        restore = self._load_restore()
         self._check_folder(restore[0] if restore else None)
+        self.run_id = self._identify(restore)
         self.folder.mkdir(parents=True, exist_ok=True)
+        write_run_id(self.folder, self.run_id)
         if not logging.getLogger().handlers and not log.handlers:
             handler = logging.StreamHandler(sys.stderr)
             handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
@@ -494,10 +527,8 @@ class Experiment:
             raise RunInterrupted(guard.signum)
         if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
             self.save_checkpoint()
-        if trainer.last_evaluation is not None:
-            ev = trainer.last_evaluation
-            self.results.set_absolute_metrics(ev.returns, ev.group_returns)
-            self.results.write(self.folder / "results.json")
+        if eval_env is not None:
+            self._absolute_metric(trainer)
         self.plot()
         if c.export:
             self.export(c.export)
@@ -509,6 +540,25 @@ class Experiment:
         for logs in history:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary
+
+    def _absolute_metric(self, trainer: Trainer) -> None:
+        """Write ``absolute_metrics``: the best evaluation's policy over 10x the episodes."""
+        best = self.best_policy
+        if best.weights is None or best.frames is None:
+            return
+        start = time.time()
+        ev = best.evaluate(trainer)
+        self.results.set_absolute_metrics(ev.returns, ev.group_returns, step_count=best.frames)
+        self.results.write(self.folder / "results.json")
+        log.info(
+            "absolute metric: mean return %.4g over %d episodes of the best evaluation's policy "
+            "(%d frames, mean return %.4g there) in %.1f s",
+            sum(ev.returns) / len(ev.returns),
+            len(ev.returns),
+            best.frames,
+            best.score,
+            time.time() - start,
+        )
 
     def export(self, formats: Sequence[str] = EXPORT_FORMATS) -> dict[str, dict[str, Path]]:
         """Export every group's deterministic policy to ``<folder>/export`` (see
@@ -533,8 +583,7 @@ class Experiment:
         if self._restore_state is not None:
             checkpoint, state = self._restore_state
         elif self.config.restore_file:
-            checkpoint = checkpoint_path(self.config.restore_file)
-            state = load_checkpoint(checkpoint)
+            checkpoint, state = load_resumable(self.config.restore_file)
         else:
             return None
         saved = state.get("config")
@@ -573,6 +622,15 @@ class Experiment:
             "choose another folder."
         )
 
+    def _identify(self, restore: tuple[Path, dict[str, Any]] | None) -> str:
+        """This run's id: the folder's ``run.json``, else the checkpoint's, else a new one.
+
+        Refuses a checkpoint of another run (:func:`check_run_identity`).
+        """
+        if restore is None:
+            return read_run_id(self.folder) or new_run_id()
+        return check_run_identity(self.folder, *restore) or new_run_id()
+
     # ------------------------------------------------------------- callbacks
     def _on_iteration(self, trainer: Trainer, logs: dict[str, float]) -> None:
         for logger in self.loggers.values():
@@ -592,6 +650,7 @@ class Experiment:
             group_returns=ev.group_returns or None,
             elapsed_time=time.time() - self._wall_start,
         )
+        self.best_policy.observe(self.algorithm, trainer.frames, ev.returns)
         self.results.write(self.folder / "results.json")
         if self._render_ok:
             self._record_video(trainer.frames)
@@ -618,7 +677,8 @@ class Experiment:
 
     # ----------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
-        """Trainer (networks, optimizers, counters), RNG states, loggers, config."""
+        """Trainer (networks, optimizers, counters), RNG states, loggers, the best
+        evaluation's policy (:mod:`~marl.experiment.best_policy`), config."""
         if self.trainer is None:
             raise RuntimeError("Experiment.state_dict: call run() first")
         ev = self.trainer.last_evaluation
@@ -627,9 +687,11 @@ class Experiment:
             "rng": rng_state(),
             "loggers": {name: lg.state_dict() for name, lg in self.loggers.items()},
             "last_evaluation": dataclasses.asdict(ev) if ev is not None else None,
+            "best_policy": self.best_policy.state_dict(),  # the absolute metric's policy
             # training wall time so far: a resumed run's results.json counts on from it
             "elapsed_time": time.time() - self._wall_start,
             "config": self.describe(),
+            "run_id": self.run_id,  # the folder's run.json: a resume checks it
             "version": 3,
         }
 
@@ -657,6 +719,14 @@ class Experiment:
             self.results = RunResults.load(results)
             self.results.truncate(frames)
             self.results.write(results)
+        self.best_policy = BestPolicy.from_state(state.get("best_policy"))
+        last = self.results.last_evaluation
+        if last is not None and last[0] == frames:
+            # already evaluated at these frames (e.g. a resume with nothing to train, whose
+            # final evaluation came after this checkpoint): no second row for them, and
+            # that evaluation, of these very weights, competes for the best policy
+            trainer._last_eval_frames = frames
+            self.best_policy.observe(self.algorithm, frames, last[1])
         # checkpoints before version 3 kept no wall time: the last evaluation's is the best guess
         elapsed = state.get("elapsed_time", self.results.last_elapsed_time)
         self._elapsed_before = float(elapsed or 0.0)

@@ -80,11 +80,11 @@ def _given(overrides: list[str]) -> list[tuple[str, ...]]:
 
 def main() -> None:
     """Entry point of ``marl-league``."""
-    from marl.experiment.cli import _prepare_resume
+    from marl.experiment.cli import _lock_run_dir, _prepare_resume
 
     try:
         args = _prepare_resume(sys.argv[1:], restore_key=RESTORE_KEY, program=PROGRAM)
-    except (ValueError, FileNotFoundError) as err:
+    except (ValueError, FileNotFoundError, FileExistsError) as err:
         sys.stderr.write(f"{PROGRAM}: {err}\n")
         sys.exit(2)
     if any(a in ("-m", "--multirun") for a in args):
@@ -105,6 +105,11 @@ def main() -> None:
     if text is not None:
         print(text)
         return
+    try:
+        lock = _lock_run_dir(args)  # a live league's folder: refused before hydra writes
+    except FileExistsError as err:
+        sys.stderr.write(f"{PROGRAM}: {err}\n")
+        sys.exit(2)
 
     @hydra.main(config_path=str(CONF_DIR), config_name="league", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
@@ -124,6 +129,9 @@ def main() -> None:
         _main()
     except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
         sys.exit(err.exit_code)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 if __name__ == "__main__":  # pragma: no cover

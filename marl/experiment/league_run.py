@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from marl.data.list_storage import LEGACY_GLOBALS as LIST_STORAGE_GLOBALS
 from marl.experiment.checkpoint import (
     CheckpointManager,
     fault_point,
@@ -40,7 +41,9 @@ from marl.experiment.checkpoint import (
 from marl.experiment.config import ModelConfig
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
 from marl.experiment.loggers import make_loggers
+from marl.experiment.runlock import lock_run_folder
 from marl.report.results import atomic_write_json
+from marl.serialization import load
 
 __all__ = ["CHANGEABLE_ON_RESUME", "LeagueConfig", "load_league_checkpoint", "run_league"]
 
@@ -104,11 +107,20 @@ class LeagueConfig:
     """A checkpoint to continue (marl-league --resume RUN_FOLDER sets it)."""
 
 
-def load_league_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Load a checkpoint written by :func:`run_league`.
+def load_league_checkpoint(
+    path: str | os.PathLike[str], *, trusted: bool = False
+) -> dict[str, Any]:
+    """Load a checkpoint written by :func:`run_league`, as data (``weights_only``).
+
+    Args:
+        path: the file.
+        trusted: unpickle it in full (only a file you trust: it can run code; see
+            :mod:`marl.serialization`); ``MARL_TRUST_CHECKPOINTS=1`` does the same.
 
     Raises:
         FileNotFoundError: naming the path.
+        marl.serialization.CheckpointError: when it is damaged, or (its subclass
+            ``UntrustedCheckpointError``) names globals that are not data.
         ValueError: when the file is not a league run's checkpoint (a ``marl-run``
             checkpoint, for instance).
 
@@ -124,7 +136,9 @@ def load_league_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"league.restore_file: no checkpoint at {path}")
-    state = torch.load(path, map_location="cpu", weights_only=False)
+    state = load(
+        path, trusted=trusted, what="league checkpoint", extra_globals=LIST_STORAGE_GLOBALS
+    )
     if not isinstance(state, dict) or "league" not in state or "config" not in state:
         got = sorted(state)[:6] if isinstance(state, dict) else type(state).__name__
         hint = " (a marl-run checkpoint: resume it with marl-run)" if "trainer" in got else ""
@@ -213,7 +227,8 @@ def run_league(
     Raises:
         ValueError: for a checkpoint that is not a league's, or overrides that contradict
             it, before anything is written.
-        FileExistsError: for a new run into a folder that holds a run.
+        FileExistsError: for a new run into a folder that holds a run, or any run into
+            the folder of a live one (:class:`~marl.experiment.runlock.RunFolderInUse`).
         RunInterrupted: after SIGINT or SIGTERM (a checkpoint was saved first).
 
     Examples:
@@ -232,12 +247,20 @@ def run_league(
         >>> sorted(p.name for p in folder.iterdir())
         ['checkpoints', 'config.yaml', 'elo.csv', 'elo.json', 'elo.png', 'scalars.csv', 'status.json']
     """
+    # the folder's one live writer (marl.experiment.runlock), taken before anything is
+    # written: a second league or a resume into a live league's folder is refused
+    with lock_run_folder(folder):
+        return _run_league(config, Path(folder), given)
+
+
+def _run_league(
+    config: Mapping[str, Any], folder: Path, given: list[tuple[str, ...]] | None
+) -> dict[str, Any]:
     import yaml
 
     from marl.envs.tasks import make_task
     from marl.league import League
 
-    folder = Path(folder)
     lc = {**dataclasses.asdict(LeagueConfig()), **dict(config.get("league") or {})}
     config = {**config, "league": lc}
     restore = lc.get("restore_file")

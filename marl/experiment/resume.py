@@ -7,27 +7,53 @@ hyperparameters, model and seed from there, and continues in the run's own folde
 it is measured cannot change on a resume (:data:`FIXED_ON_RESUME`); the others
 (``total_frames``, evaluation, logging and checkpoint intervals, devices, ...) can,
 and are recorded in the run's ``config.yaml`` and its next checkpoints.
+
+Run identity: a run's folder holds ``run.json`` (``{"run_id": <uuid4 hex>, ...}``),
+written when the run first starts there and never changed, and every checkpoint holds
+the same ``run_id``. Resuming a folder accepts only its own run's checkpoints: one with
+another id is refused, naming both. A checkpoint or folder written before ids existed
+(marl commit 2619eaf) is accepted when its task, algorithm and seed agree with the
+folder's ``config.yaml``. A checkpoint that is a symbolic link, or lies outside the
+folder's ``checkpoints/``, is refused: a resume never writes into another folder.
+
+A damaged newest checkpoint (empty, truncated, corrupt) does not stop a resume of the
+folder: :func:`load_resumable` logs it, renames it ``checkpoint_<frames>.pt.damaged``
+and takes the newest intact one.
 """
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import re
+import uuid
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "FIXED_ON_RESUME",
+    "RUN_FILE",
     "algorithm_from_description",
+    "check_run_identity",
     "checkpoint_path",
     "describe_path",
     "differences",
+    "load_resumable",
+    "new_run_id",
     "normalize_description",
     "plain",
+    "read_run_id",
     "resume_arguments",
     "run_folder_of",
+    "write_run_id",
 ]
+
+log = logging.getLogger("marl.experiment")
+
+RUN_FILE = "run.json"
+"""The file of a run folder that holds its ``run_id`` (written once, when the run starts)."""
 
 FIXED_ON_RESUME = ("num_envs", "frames_per_batch", "init_random_frames", "evaluation_deterministic")
 """``experiment`` fields a resumed run keeps from its checkpoint (they shape the training
@@ -39,16 +65,57 @@ _NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 _SECTIONS = ("task", "task_overrides", "algorithm", "algorithm_config", "seed")
 
 
+def _refuse_link(file: Path, folder: Path) -> None:
+    """Refuse a checkpoint of run folder ``folder`` that is a link or lies outside it."""
+    from marl.serialization import CheckpointError
+
+    own = (folder / "checkpoints").resolve()
+    if file.is_symlink():
+        raise CheckpointError(
+            f"{file} is a symbolic link (to {os.readlink(file)}): a run folder's checkpoints "
+            "must be its own files, so a resume never writes into another folder. Remove "
+            "the link, or resume the run that the checkpoint belongs to",
+            file,
+        )
+    if file.resolve().parent != own:
+        raise CheckpointError(
+            f"{file} resolves to {file.resolve()}, outside {own}: refused (a resume never "
+            "writes into another folder)",
+            file,
+        )
+
+
+def _candidates(folder: Path) -> list[Path]:
+    """A run folder's checkpoints, newest first: the numbered ones, else ``latest.pt``."""
+    directory = folder / "checkpoints"
+    numbered = sorted(
+        (int(m.group(1)), f)
+        for f in (directory.iterdir() if directory.is_dir() else [])
+        if (m := _NUMBERED.match(f.name))
+    )
+    if numbered:
+        return [f for _, f in reversed(numbered)]
+    latest = directory / "latest.pt"
+    if not (latest.is_file() or latest.is_symlink()):
+        raise FileNotFoundError(
+            f"{folder} holds no checkpoint: expected {latest} (a run stopped before its first "
+            "checkpoint cannot be resumed; start it again in a new folder)"
+        )
+    return [latest]
+
+
 def checkpoint_path(path: str | os.PathLike[str]) -> Path:
     """The checkpoint file of ``path``: a checkpoint file, or a run folder's newest checkpoint.
 
     For a run folder that is its ``checkpoints/checkpoint_<frames>.pt`` with the most
     frames (each is complete once it has its name), else ``checkpoints/latest.pt``. They
     differ only when a run was killed between writing a checkpoint and pointing
-    ``latest.pt`` at it.
+    ``latest.pt`` at it. A checkpoint in a run folder's ``checkpoints/`` that is a
+    symbolic link, or resolves elsewhere, is refused.
 
     Raises:
         FileNotFoundError: naming what was looked for.
+        marl.serialization.CheckpointError: for a link.
 
     Examples:
         >>> import tempfile
@@ -59,26 +126,204 @@ def checkpoint_path(path: str | os.PathLike[str]) -> Path:
     """
     p = Path(path).expanduser()
     if p.is_dir():
-        folder = p / "checkpoints"
-        numbered = sorted(
-            (int(m.group(1)), f)
-            for f in (folder.iterdir() if folder.is_dir() else [])
-            if (m := _NUMBERED.match(f.name))
-        )
-        if numbered:
-            return numbered[-1][1].resolve()
-        latest = folder / "latest.pt"
-        if not latest.is_file():
-            raise FileNotFoundError(
-                f"{p} holds no checkpoint: expected {latest} (a run stopped before its first "
-                "checkpoint cannot be resumed; start it again in a new folder)"
-            )
-        return latest.resolve()
+        folder = p.resolve()
+        newest = _candidates(folder)[0]
+        _refuse_link(newest, folder)
+        return newest.resolve()
     if not p.is_file():
         raise FileNotFoundError(
             f"no checkpoint at {p}: expected a run folder or a checkpoints/<name>.pt file"
         )
+    p = p.parent.resolve() / p.name
+    if p.parent.name == "checkpoints":
+        _refuse_link(p, p.parent.parent)
     return p.resolve()
+
+
+def load_resumable(
+    path: str | os.PathLike[str], *, trusted: bool = False
+) -> tuple[Path, dict[str, Any]]:
+    """The checkpoint to resume ``path`` from, and its content.
+
+    For a checkpoint file: that file (see :func:`checkpoint_path`). For a run folder:
+    its newest intact checkpoint. A damaged one (empty, truncated, corrupt) is logged,
+    renamed ``<name>.damaged`` (kept for a look, never deleted) and skipped. A link, or
+    a checkpoint refused as unsafe, stops the resume.
+
+    Raises:
+        FileNotFoundError: when ``path`` holds no checkpoint.
+        marl.serialization.CheckpointError: when none is intact, or one is refused.
+    """
+    from marl.experiment.checkpoint import load_checkpoint
+    from marl.serialization import CheckpointError, UntrustedCheckpointError
+
+    p = Path(path).expanduser()
+    if not p.is_dir():
+        checkpoint = checkpoint_path(p)
+        return checkpoint, load_checkpoint(checkpoint, trusted=trusted)
+    folder = p.resolve()
+    damaged: list[str] = []
+    for candidate in _candidates(folder):
+        _refuse_link(candidate, folder)
+        try:
+            state = load_checkpoint(candidate, trusted=trusted)
+        except UntrustedCheckpointError:
+            raise
+        except CheckpointError as err:
+            if not err.damaged:
+                raise
+            aside = _set_aside(candidate)
+            damaged.append(f"{candidate.name} (now {aside.name})")
+            log.warning(
+                "%s is damaged (%s); kept as %s; trying the previous checkpoint",
+                candidate,
+                str(err).split(": ", 1)[-1].split(". Intact", 1)[0],
+                aside.name,
+            )
+            continue
+        if damaged:
+            log.warning(
+                "resuming %s from %s: the newer %s %s damaged",
+                folder,
+                candidate.name,
+                ", ".join(damaged),
+                "is" if len(damaged) == 1 else "are",
+            )
+            _repoint_latest(folder / "checkpoints", candidate)
+        return candidate.resolve(), state
+    raise CheckpointError(
+        f"{folder} holds no intact checkpoint: {', '.join(damaged)} damaged; the run "
+        "cannot be resumed (start it again in a new folder)",
+        folder / "checkpoints",
+        damaged=True,
+    )
+
+
+def _set_aside(file: Path) -> Path:
+    """Rename a damaged checkpoint ``<name>.damaged`` (``.damaged-<k>`` if that is taken);
+    ``latest.pt``, when it is a hard link to it, goes too."""
+    aside = file.with_name(file.name + ".damaged")
+    k = 1
+    while aside.exists():
+        aside = file.with_name(f"{file.name}.damaged-{k}")
+        k += 1
+    latest = file.parent / "latest.pt"
+    if file.name != "latest.pt" and latest.is_file() and not latest.is_symlink():
+        try:
+            if os.path.samefile(latest, file):
+                latest.unlink()
+        except OSError:
+            pass
+    os.replace(file, aside)
+    return aside
+
+
+def _repoint_latest(directory: Path, checkpoint: Path) -> None:
+    latest = directory / "latest.pt"
+    if checkpoint.name == "latest.pt" or (latest.exists() and not latest.is_symlink()):
+        return
+    from marl.experiment.checkpoint import CheckpointManager
+
+    manager = CheckpointManager.__new__(CheckpointManager)
+    manager.folder = directory
+    manager._link_latest(checkpoint)
+
+
+# ------------------------------------------------------------------ run identity
+def new_run_id() -> str:
+    """A new run id (``uuid4().hex``)."""
+    return uuid.uuid4().hex
+
+
+def read_run_id(folder: str | os.PathLike[str]) -> str | None:
+    """The ``run_id`` of ``<folder>/run.json``; ``None`` for a folder without one.
+
+    Raises:
+        ValueError: when ``run.json`` is there but unreadable.
+    """
+    file = Path(folder) / RUN_FILE
+    if not file.exists():
+        return None
+    try:
+        run_id = json.loads(file.read_text())["run_id"]
+    except (OSError, ValueError, KeyError, TypeError) as err:
+        raise ValueError(f"{file} is not a run file (JSON with a run_id): {err}") from err
+    if not isinstance(run_id, str) or not run_id:
+        raise ValueError(f"{file}: run_id must be a non-empty string, got {run_id!r}")
+    return run_id
+
+
+def write_run_id(folder: str | os.PathLike[str], run_id: str) -> None:
+    """Write ``<folder>/run.json`` for ``run_id`` (atomically); a folder that already has
+    one keeps it (an id never changes).
+
+    Raises:
+        ValueError: when the folder's ``run.json`` names another run.
+    """
+    import time
+
+    existing = read_run_id(folder)
+    if existing is not None:
+        if existing != run_id:
+            raise ValueError(f"{Path(folder) / RUN_FILE} names run {existing}, not {run_id}")
+        return
+    file = Path(folder) / RUN_FILE
+    tmp = file.with_name(f".{RUN_FILE}.tmp-{os.getpid()}")
+    created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    tmp.write_text(json.dumps({"run_id": run_id, "created": created}, indent=1) + "\n")
+    os.replace(tmp, file)
+
+
+def check_run_identity(
+    folder: str | os.PathLike[str], checkpoint: Path, state: Mapping[str, Any]
+) -> str | None:
+    """Refuse ``checkpoint`` when it is not a checkpoint of the run that ``folder`` holds.
+
+    With ids on both sides (``run.json``, the checkpoint's ``run_id``), they must be
+    equal. Where one side predates ids, the checkpoint's task, algorithm and seed must
+    agree with the folder's ``config.yaml`` (when it has one).
+
+    Returns:
+        The run id the folder continues with (the folder's, else the checkpoint's;
+        ``None``: a new one is to be made).
+
+    Raises:
+        ValueError: naming both runs.
+    """
+    folder = Path(folder)
+    folder_id = read_run_id(folder)
+    checkpoint_id = state.get("run_id")
+    if folder_id is not None and checkpoint_id is not None:
+        if folder_id != checkpoint_id:
+            raise ValueError(
+                f"{checkpoint} is a checkpoint of run {checkpoint_id}, but {folder} holds run "
+                f"{folder_id} ({folder / RUN_FILE}): a folder resumes only from its own "
+                "run's checkpoints. Resume the other run in its own folder, or continue it "
+                "in a new one with Experiment.resume(checkpoint, folder=<new folder>)"
+            )
+        return folder_id
+    config_file = folder / "config.yaml"
+    if config_file.is_file():
+        import yaml
+
+        try:
+            config = yaml.safe_load(config_file.read_text()) or {}
+        except yaml.YAMLError as err:
+            raise ValueError(f"{config_file} cannot be read: {err}") from err
+        saved = state.get("config") or {}
+        if isinstance(config, Mapping) and "task" in config:
+            lines = differences(
+                saved,
+                config,
+                [("task",), ("algorithm",), ("seed",)],
+                given=f"this folder's {config_file.name}",
+            )
+            if lines:
+                raise ValueError(
+                    f"{checkpoint} is not a checkpoint of the run in {folder} (written before "
+                    "run ids, so compared with its config.yaml):\n  " + "\n  ".join(lines)
+                )
+    return folder_id if folder_id is not None else checkpoint_id
 
 
 def run_folder_of(checkpoint: str | os.PathLike[str]) -> Path | None:

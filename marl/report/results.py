@@ -14,7 +14,11 @@ One run (one algorithm on one task with one seed) writes one file::
                 "elapsed_time": <float>            # optional, seconds since start
               },
               ...,
-              "absolute_metrics": {"return": [<float>, ...]}   # optional
+              "absolute_metrics": {            # optional
+                "step_count": <int>,           # optional, the best evaluation's frames
+                "return": [<float>, ...],      # 10x the evaluation episodes
+                ...
+              }
             }
           }
         }
@@ -25,8 +29,11 @@ This is the layout of InstaDeep's marl-eval (and BenchMARL's JSON logger), so
 the files also feed those tools. ``"return"`` is the team return, the mean of
 the groups' returns, per episode. Other keys holding lists of numbers are kept
 as extra metrics (``--metric`` in ``marl-report`` picks one). ``absolute_metrics``
-holds marl-eval's absolute metric: the best policy re-evaluated over more
-episodes; it is optional. Non-finite numbers are rejected.
+holds marl-eval's absolute metric: the policy of the run's best evaluation (best mean
+``"return"``), re-evaluated at the end of the run over 10 times the evaluation
+episodes, with that evaluation's frames as ``step_count`` (marl-eval, which leaves
+``step_count`` out of the metrics, ignores it); it is optional. Non-finite numbers
+are rejected.
 
 Several files (one per run, or merged ones) load into one :class:`ResultsTable`
 keyed by ``(env, task, algorithm, seed, step)``.
@@ -34,6 +41,7 @@ keyed by ``(env, task, algorithm, seed, step)``.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -144,12 +152,46 @@ class RunResults:
         self,
         returns: Sequence[float] | Any,
         group_returns: Mapping[str, Sequence[float] | Any] | None = None,
+        step_count: int | None = None,
     ) -> None:
-        """Set marl-eval's absolute metric: the best policy's returns over many episodes."""
+        """Set marl-eval's absolute metric (written as ``"absolute_metrics"``).
+
+        It is the policy of the run's best evaluation (the best mean team return),
+        evaluated again when the run ends over 10 times the evaluation episodes:
+        :class:`~marl.experiment.Experiment` sets it at the end of every run that
+        evaluates (see :mod:`marl.experiment.best_policy`).
+
+        Args:
+            returns: per-episode team returns of that re-evaluation.
+            group_returns: group name -> per-episode returns of that group.
+            step_count: the frames of the evaluation the policy comes from, written as
+                ``"step_count"`` (readers leave it out of the metrics).
+
+        Raises:
+            ResultsFormatError: on an empty list, a non-finite value or a bad step count.
+
+        Examples:
+            >>> run = RunResults("vmas", "navigation", "mappo", seed=0)
+            >>> run.set_absolute_metrics([1.0, 3.0], step_count=6000)
+            >>> run.to_dict()["vmas"]["navigation"]["mappo"]["seed_0"]["absolute_metrics"]
+            {'step_count': 6000, 'return': [1.0, 3.0]}
+        """
         where = f"{self.key}/{ABSOLUTE_KEY}"
-        self._absolute = {RETURN_KEY: _numbers(returns, f"{where}/{RETURN_KEY}")}
+        absolute: dict[str, Any] = {}
+        if step_count is not None:
+            if (
+                isinstance(step_count, bool)
+                or not isinstance(step_count, (int, np.integer))
+                or step_count < 0
+            ):
+                raise ResultsFormatError(
+                    f"{where}/{STEP_COUNT_KEY}: expected an int >= 0, got {step_count!r}"
+                )
+            absolute[STEP_COUNT_KEY] = int(step_count)
+        absolute[RETURN_KEY] = _numbers(returns, f"{where}/{RETURN_KEY}")
         for group, values in (group_returns or {}).items():
-            self._absolute[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/return")
+            absolute[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/return")
+        self._absolute = absolute
 
     def truncate(self, max_step_count: int) -> None:
         """Drop the evaluations after ``max_step_count`` frames (a resumed run redoes them).
@@ -167,6 +209,20 @@ class RunResults:
     def num_evaluations(self) -> int:
         """How many evaluations were added."""
         return len(self._steps)
+
+    @property
+    def last_evaluation(self) -> tuple[int, list[float]] | None:
+        """The last evaluation's ``(step_count, returns)`` (``None`` without one).
+
+        Examples:
+            >>> run = RunResults("vmas", "navigation", "mappo", 0)
+            >>> run.add_evaluation(100, [1.0, 2.0])
+            >>> run.last_evaluation
+            (100, [1.0, 2.0])
+        """
+        if not self._steps:
+            return None
+        return self._steps[-1][STEP_COUNT_KEY], list(self._steps[-1][RETURN_KEY])
 
     @property
     def last_elapsed_time(self) -> float | None:
@@ -220,5 +276,11 @@ class RunResults:
             run._steps.append({STEP_COUNT_KEY: ev.step_count, **metrics})
             if ev.elapsed_time is not None:
                 run._steps[-1][ELAPSED_KEY] = ev.elapsed_time
-        run._absolute = {k: v.tolist() for k, v in table.absolute.get(key, {}).items()}
+        absolute = {k: v.tolist() for k, v in table.absolute.get(key, {}).items()}
+        if absolute:  # the reader leaves the absolute metric's step_count out: keep it
+            node = json.loads(Path(path).read_text())[key.env][key.task][key.algorithm]
+            count = node[key.seed][ABSOLUTE_KEY].get(STEP_COUNT_KEY)
+            if isinstance(count, int) and not isinstance(count, bool) and count >= 0:
+                absolute = {STEP_COUNT_KEY: count, **absolute}
+        run._absolute = absolute
         return run

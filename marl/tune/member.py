@@ -185,11 +185,18 @@ def _install(source: Path, folder: Path, description: Mapping[str, Any], keep: i
         Its frame count.
     """
     from marl.experiment.checkpoint import CheckpointManager, load_checkpoint
+    from marl.experiment.resume import new_run_id, read_run_id, write_run_id
 
     state = load_checkpoint(source)
     frames = int(state["trainer"]["frames"])
     state["config"] = dict(description)
     manager = CheckpointManager(folder / "checkpoints", keep)
+    # the copy becomes this member's own checkpoint: its run id is this member's
+    run_id = read_run_id(folder)
+    if run_id is None:
+        run_id = new_run_id()
+        write_run_id(folder, run_id)
+    state["run_id"] = run_id
     manager.discard_after(frames)  # a later checkpoint of this member is abandoned
     manager.save(state, frames)
     return frames
@@ -205,15 +212,20 @@ def train_member(values: dict[str, Any], plan: MemberPlan) -> None:
     import torch
     from ray import tune
 
+    from marl.experiment.runlock import lock_run_folder
+
     torch.set_num_threads(1)
     member = member_name(tune.get_context().get_trial_id())
     given = tune.get_checkpoint()
-    if given is None:
-        prepare_member(values, plan, member, None).run()
-        return
-    with given.as_directory() as d:
-        exp = prepare_member(values, plan, member, Path(d))
-    exp.run()
+    # the member's folder is written (cleared, given a checkpoint) before its Experiment
+    # runs: hold it from here; the Experiment joins the hold (marl.experiment.runlock)
+    with lock_run_folder(Path(plan.folder) / "members" / member):
+        if given is None:
+            prepare_member(values, plan, member, None).run()
+            return
+        with given.as_directory() as d:
+            exp = prepare_member(values, plan, member, Path(d))
+        exp.run()
 
 
 def prepare_member(
@@ -231,14 +243,22 @@ def prepare_member(
     """
     from marl.experiment.experiment import Experiment
     from marl.experiment.resume import FIXED_ON_RESUME
+    from marl.experiment.runlock import LOCK_FILE, check_run_folder
 
     index = int(member.split("_")[-1]) if member.split("_")[-1].isdigit() else 0
     folder = Path(plan.folder) / "members" / member
+    check_run_folder(folder)  # a live run of the member: never clear or rewrite its files
     reporter = _Reporter(plan, member, values)
     candidate = _experiment(_compose(plan, values, index), folder, plan, [reporter])
     if checkpoint is None:
         if folder.exists():  # a start that never reported: Ray starts it again from zero
-            shutil.rmtree(folder)
+            for path in folder.iterdir():
+                if path.name == LOCK_FILE:  # train_member's hold: deleting it would free it
+                    continue
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
         exp = candidate
     else:
         meta = json.loads((checkpoint / MEMBER_FILE).read_text())

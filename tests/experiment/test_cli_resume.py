@@ -149,7 +149,9 @@ def test_prepare_resume_runs_in_the_checkpoints_folder(vmas_run, tmp_path):
     latest = vmas_run / "checkpoints" / "latest.pt"
     newest = max((vmas_run / "checkpoints").glob("checkpoint_*.pt"), key=lambda p: int(p.stem[11:]))
     tail = [f"hydra.run.dir={vmas_run}", "hydra.output_subdir=null"]
-    from_folder = ["seed=7", f"experiment.restore_file={newest}", *tail]
+    # a folder stays a folder: its newest intact checkpoint is chosen when it loads
+    assert newest.is_file()
+    from_folder = ["seed=7", f"experiment.restore_file={vmas_run.resolve()}", *tail]
     assert _prepare_resume(["seed=7", "--resume", str(vmas_run)]) == from_folder
     assert _prepare_resume(["seed=7", f"--resume={vmas_run}"]) == from_folder
     from_file = ["seed=7", f"experiment.restore_file={latest}", *tail]
