@@ -23,7 +23,7 @@ import time
 import torch
 
 from marl.algorithms import Algorithm
-from marl.algorithms._learners import GradientStep
+from marl.algorithms.updates import GradientStep
 from marl.collectors import Collector
 from marl.testing import SingleAgentFakeEnv
 

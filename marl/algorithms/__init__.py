@@ -39,7 +39,6 @@ from marl.algorithms import (
     td3,
     vdn,
 )
-from marl.algorithms._learners import compile_report
 from marl.algorithms._networks import NETWORKS, check_network, network_refusal, network_table
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import (
@@ -75,6 +74,7 @@ from marl.algorithms.trainer import (
     evaluate,
     evaluate_episodes,
 )
+from marl.algorithms.updates import compile_report
 from marl.algorithms.vdn import VDNConfig
 
 __all__ = [

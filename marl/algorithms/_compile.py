@@ -2,8 +2,8 @@
 
 ``Algorithm.build(env, compile=True)`` (``experiment.compile=true``) turns it on:
 
-- every learner's :class:`~marl.algorithms._learners.GradientStep` runs
-  :func:`compiled_loss_terms`, the compiled :func:`~marl.algorithms._learners.loss_terms`
+- every learner's :class:`~marl.algorithms.updates.GradientStep` runs
+  :func:`compiled_loss_terms`, the compiled :func:`~marl.algorithms.updates.loss_terms`
   (the loss and the sum of its ``loss_*`` terms). AOTAutograd compiles the backward
   of that graph too; ``backward()`` itself and the optimizer step stay eager;
 - the algorithm's collection policy is compiled in place (``nn.Module.compile``), so

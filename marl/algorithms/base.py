@@ -64,7 +64,7 @@ class GroupLearner(nn.Module):
 
     Builders (one per algorithm) make every part and pass it here; the parts are fixed
     from then on (see :mod:`marl.algorithms.contracts`). The update loop is the
-    ``updater`` (``marl.algorithms._learners``), shared by every algorithm of a kind
+    ``updater`` (``marl.algorithms.updates``), shared by every algorithm of a kind
     and built around this learner's loss and optimizer.
 
     Args:

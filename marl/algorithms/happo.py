@@ -32,11 +32,11 @@ from tensordict import TensorDictBase
 
 from marl.algorithms._agent_adam import AgentAdam
 from marl.algorithms._critics import centralized_critic
-from marl.algorithms._learners import _Stats, clip_grad_norm_per_group_
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.updates import UpdateStats, clip_grad_norm_per_group_
 from marl.objectives import HAPPOLoss
 
 __all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo"]
@@ -186,7 +186,7 @@ class HAPPOUpdater:
         factor = torch.ones(n, device=data[0].device)
         agents = [(k, i) for k, u in enumerate(updaters) for i in range(u.n_agents)]
         order = [agents[j] for j in torch.randperm(len(agents)).tolist()]
-        stats = [_Stats() for _ in updaters]
+        stats = [UpdateStats() for _ in updaters]
         for k, i in order:
             updater = updaters[k]
             updater._agent_turn(data[k], i, factor, stats[k])
@@ -235,7 +235,7 @@ class HAPPOUpdater:
         self._optimizer.step(agents=agents)
 
     def _agent_turn(
-        self, data: TensorDictBase, agent: int, factor: torch.Tensor, stats: _Stats
+        self, data: TensorDictBase, agent: int, factor: torch.Tensor, stats: UpdateStats
     ) -> None:
         """Agent ``agent``'s PPO epochs on ``M * A``; only its slice of the actor steps."""
         for minibatch, mb_factor in self._minibatches(data, factor):
@@ -244,7 +244,7 @@ class HAPPOUpdater:
             self._step(terms, [agent])
             stats.add(terms.detach())
 
-    def _critic_update(self, data: TensorDictBase, stats: _Stats) -> None:
+    def _critic_update(self, data: TensorDictBase, stats: UpdateStats) -> None:
         """The critic's epochs on the value targets (the actors get no gradient)."""
         for (minibatch,) in self._minibatches(data):
             self._optimizer.zero_grad(set_to_none=True)

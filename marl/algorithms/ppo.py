@@ -4,7 +4,7 @@ Roles: :class:`PPOConfig` (hyperparameters), :func:`build_ppo` (policy, critic,
 ``PPOLoss`` with GAE, one Adam, the on-policy updater). :func:`policy_gradient_learner`
 is the assembly shared with A2C and the MARL PPO variants, which pass their own
 critic (e.g. a centralized one). The update itself, step by step, is
-:class:`marl.algorithms._learners.OnPolicyUpdater`.
+:class:`marl.algorithms.updates.OnPolicyUpdater`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,6 @@ from typing import Any
 
 from torch import nn
 
-from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
@@ -24,6 +23,7 @@ from marl.algorithms._recurrent import (
     recurrent_stochastic_actor,
 )
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import PPOLoss
 
 __all__ = ["SPEC", "PPOConfig", "build_ppo", "policy_gradient_learner"]
@@ -100,7 +100,7 @@ def policy_gradient_learner(
     """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
 
     The loss is pointed at the group's entries here (its agent mask included, when the
-    group has one), then trained by an :class:`~marl.algorithms._learners.OnPolicyUpdater`.
+    group has one), then trained by an :class:`~marl.algorithms.updates.OnPolicyUpdater`.
     The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
     A recurrent actor comes in two modes over the same parameters: ``policy`` collects
     (one step at a time), ``actor`` (the loss's) unrolls sequences, and the updater

@@ -7,7 +7,7 @@ computed once per rollout), and layer normalization in the Q-network keeps the
 regression stable without a target network. Acting is epsilon-greedy over the legal
 actions, annealed with the frames.
 
-The update, in call order: :class:`~marl.algorithms._learners.OnPolicyUpdater`
+The update, in call order: :class:`~marl.algorithms.updates.OnPolicyUpdater`
 ``.process`` runs the loss's ``QLambda`` on the ``[*B, T]`` rollout; ``.update`` runs
 ``epochs`` passes of shuffled minibatches through :class:`marl.objectives.PQNLoss`
 (``l(Q(s, a), G)``). ``pqn`` treats each agent of a group independently (IQL-like,
@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
-from marl.algorithms._learners import OnPolicyUpdater, make_optimizer
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.modules import EGreedy
 from marl.objectives import PQNLoss
 

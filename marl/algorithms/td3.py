@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
-from marl.algorithms._learners import make_optimizer, off_policy_learner
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import DDPGConfig, gaussian_exploration
+from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import SoftUpdate, TD3Loss
 
 __all__ = ["SPEC", "TD3Config", "build_td3"]

@@ -13,7 +13,7 @@ from tensordict import TensorDictBase
 
 from marl.algorithms import Algorithm, Trainer
 from marl.algorithms._compile import compile_counts, compiled_loss_terms
-from marl.algorithms._learners import loss_and_backward, loss_terms
+from marl.algorithms.updates import loss_and_backward, loss_terms
 from marl.collectors import Collector
 from marl.testing import MultiAgentFakeEnv
 

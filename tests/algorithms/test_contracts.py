@@ -8,8 +8,8 @@ from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
 from marl.algorithms import Algorithm, GroupLearner, Trainer, list_algorithms
-from marl.algorithms._learners import OnPolicyUpdater, clip_grad_norm_per_group_, make_optimizer
 from marl.algorithms.contracts import Learner, Loss, TargetUpdater, Updater
+from marl.algorithms.updates import OnPolicyUpdater, clip_grad_norm_per_group_, make_optimizer
 from marl.collectors import Collector
 from marl.objectives import GAE, HardUpdate
 from marl.testing import MultiAgentFakeEnv, SingleAgentFakeEnv

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from marl.algorithms import Algorithm, get_algorithm
-from marl.algorithms._learners import off_policy_buffer
 from marl.algorithms._recurrent import is_recurrent
+from marl.algorithms.updates import off_policy_buffer
 from marl.collectors import Collector
 from marl.envs import InitTracker, TransformedEnv
 from marl.testing import MultiAgentFakeEnv

@@ -1,0 +1,50 @@
+"""The update loops shared by the algorithms, and the pieces every builder needs.
+
+- :mod:`~marl.algorithms.updates.gradient`: one optimizer step (:class:`GradientStep`,
+  :func:`loss_and_backward`, :func:`make_optimizer`).
+- :mod:`~marl.algorithms.updates.on_policy`: :class:`OnPolicyUpdater`, advantages on the
+  ``[*B, T]`` batch, then ``epochs`` passes over it in shuffled minibatches.
+- :mod:`~marl.algorithms.updates.off_policy`: :class:`OffPolicyUpdater`, the batch goes
+  into a replay buffer; each batch is followed by ``utd_ratio * frames`` sampled
+  updates, target-network updates and, with a prioritized sampler, priority updates;
+  :func:`off_policy_learner` assembles such a learner.
+
+Both updaters follow :mod:`marl.algorithms.contracts`: they get the learner's loss
+and optimizer in their constructor and store only the entries the loss reads.
+"""
+
+from marl.algorithms.updates.gradient import (
+    GradientStep,
+    LossTerms,
+    UpdateStats,
+    check_update_parts,
+    clip_grad_norm_per_group_,
+    loss_and_backward,
+    loss_terms,
+    make_optimizer,
+)
+from marl.algorithms.updates.off_policy import (
+    OffPolicyConfig,
+    OffPolicyUpdater,
+    off_policy_buffer,
+    off_policy_learner,
+)
+from marl.algorithms.updates.on_policy import OnPolicyUpdater
+from marl.algorithms.updates.report import compile_report
+
+__all__ = [
+    "GradientStep",
+    "LossTerms",
+    "OffPolicyConfig",
+    "OffPolicyUpdater",
+    "OnPolicyUpdater",
+    "UpdateStats",
+    "check_update_parts",
+    "clip_grad_norm_per_group_",
+    "compile_report",
+    "loss_and_backward",
+    "loss_terms",
+    "make_optimizer",
+    "off_policy_buffer",
+    "off_policy_learner",
+]

@@ -1,0 +1,263 @@
+"""The off-policy update: a replay buffer, ``utd_ratio`` sampled steps per frame, target
+updates; and the assembly of an off-policy learner from its parts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+
+from marl.algorithms._turns import turn_transitions
+from marl.algorithms.base import GroupInfo, GroupLearner
+from marl.algorithms.contracts import Exploration, Loss, TargetUpdater
+from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
+from marl.data import (
+    PrioritizedSampler,
+    RandomSampler,
+    ReplayBuffer,
+    SliceSampler,
+    TensorStorage,
+)
+
+__all__ = ["OffPolicyConfig", "OffPolicyUpdater", "off_policy_buffer", "off_policy_learner"]
+
+
+def off_policy_buffer(
+    size: int,
+    batch_size: int,
+    *,
+    prioritized: bool = False,
+    alpha: float = 0.6,
+    beta: float = 0.4,
+    device: torch.device | str = "cpu",
+    slice_len: int | None = None,
+) -> ReplayBuffer:
+    """A uniform or prioritized replay buffer of ``size`` transitions.
+
+    With ``slice_len`` (recurrent Q-networks), a sample is ``[batch_size // slice_len,
+    slice_len]`` contiguous steps of one trajectory (:class:`~marl.data.SliceSampler`
+    over the collector's trajectory ids).
+    """
+    if slice_len is not None:
+        if prioritized:
+            raise ValueError(
+                "prioritized replay samples single transitions; a recurrent Q-network trains "
+                "on slices of steps: set prioritized=False"
+            )
+        slices = max(1, batch_size // slice_len)
+        return ReplayBuffer(
+            TensorStorage(size, device=device),
+            sampler=SliceSampler(slice_len=slice_len),
+            batch_size=slices * slice_len,
+        )
+    sampler = PrioritizedSampler(size, alpha=alpha, beta=beta) if prioritized else RandomSampler()
+    return ReplayBuffer(TensorStorage(size, device=device), sampler=sampler, batch_size=batch_size)
+
+
+class OffPolicyUpdater:
+    """Replay-buffer updates: ``utd_ratio`` optimizer steps per collected frame.
+
+    Each batch's entries that the loss reads (``loss.in_keys``) go into the replay
+    buffer; then come ``utd_ratio * frames`` steps, each a sample, a
+    :class:`GradientStep`, a target update and, with a prioritized sampler, a priority
+    update from the loss's TD errors.
+
+    Args:
+        info: the group (turn-based groups get their transitions relinked in
+            :meth:`process`).
+        loss: the loss.
+        optimizer: the optimizer over its trained parameters.
+        buffer: the replay buffer (this updater's own).
+        target_updater: stepped after every optimizer step (``None``: no targets).
+        utd_ratio: optimizer steps per collected frame (at least one per batch).
+        max_grad_norm: per-role gradient clipping (``None``: off).
+        learning_starts: no update until the buffer holds this many transitions
+            (and at least one sampled batch).
+        compile: compile the loss and its backward (:class:`GradientStep`).
+    """
+
+    on_policy = False
+
+    def __init__(
+        self,
+        info: GroupInfo,
+        *,
+        loss: Loss,
+        optimizer: torch.optim.Optimizer,
+        buffer: ReplayBuffer,
+        target_updater: TargetUpdater | None,
+        utd_ratio: float,
+        max_grad_norm: float | None = None,
+        learning_starts: int = 0,
+        compile: bool = False,
+    ) -> None:
+        if utd_ratio <= 0:
+            raise ValueError(f"utd_ratio must be > 0, got {utd_ratio}")
+        check_update_parts(loss, optimizer, Loss)
+        self._info = info
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
+        self._keys = list(loss.in_keys)
+        if isinstance(buffer.sampler, SliceSampler):
+            # slices are runs of one trajectory id: store the ids with the transitions
+            self._keys.append(buffer.sampler.traj_key)
+        self._buffer = buffer
+        self._target_updater = target_updater
+        self._prioritized = isinstance(buffer.sampler, PrioritizedSampler)
+        self._utd_ratio = utd_ratio
+        self._learning_starts = learning_starts
+        self._debt = 0.0  # fractional updates carried over between batches
+
+    @property
+    def loss(self) -> Loss:
+        return self._step.loss
+
+    @property
+    def gradient_step(self) -> GradientStep:
+        """The step run on each sampled batch (whether it is compiled, steps so far)."""
+        return self._step
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._step.optimizer
+
+    @property
+    def buffer(self) -> ReplayBuffer:
+        return self._buffer
+
+    @property
+    def target_updater(self) -> TargetUpdater | None:
+        return self._target_updater
+
+    @property
+    def utd_ratio(self) -> float:
+        return self._utd_ratio
+
+    def process(self, batch: TensorDictBase) -> TensorDictBase:
+        """Turn-based envs: rebuild the group's transitions from turn to turn."""
+        if self._info.turn_based and self._info.has_agent_mask:
+            turn_transitions(batch, self._info)
+        return batch
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """Store the loss's entries of ``batch``, then run the due optimizer steps."""
+        buffer = self._buffer
+        buffer.extend(batch.select(*self._keys, strict=False).reshape(-1))
+        if len(buffer) < max(self._learning_starts, buffer.batch_size or 1):
+            return {}
+        self._debt += self._utd_ratio * batch.numel()
+        steps = int(self._debt)
+        self._debt -= steps
+        stats = UpdateStats()
+        for _ in range(steps):
+            minibatch = self._sample()
+            stats.add(self._step(minibatch))
+            if self._target_updater is not None:
+                self._target_updater.step()
+            if self._prioritized:
+                buffer.update_tensordict_priority(minibatch)
+        return stats.means()
+
+    def _sample(self) -> TensorDictBase:
+        try:
+            return self._buffer.sample()
+        except RuntimeError as err:
+            sampler = self._buffer.sampler
+            if not isinstance(sampler, SliceSampler):
+                raise
+            raise ValueError(
+                f"{err}: a recurrent Q-network replays slices of sequence_length="
+                f"{sampler.slice_len} steps of one episode, and no stored episode is that "
+                "long; set the algorithm's sequence_length to at most the episode length"
+            ) from err
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fractional update carried over to the next batch."""
+        return {"debt": self._debt}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore :meth:`state_dict`."""
+        self._debt = float(state["debt"])
+
+
+@dataclass
+class OffPolicyConfig:
+    """Replay and update settings shared by the off-policy algorithms."""
+
+    gamma: float = 0.99
+    """Discount factor."""
+    buffer_size: int = 1_000_000
+    """Replay buffer capacity, in transitions (env steps x env batch)."""
+    batch_size: int = 256
+    """Transitions per optimizer step."""
+    utd_ratio: float = 1.0
+    """Optimizer steps per collected frame (update-to-data ratio)."""
+    learning_starts: int = 1000
+    """No update before the buffer holds this many transitions."""
+    prioritized: bool = False
+    """Prioritized replay (Schaul et al., 2016) on the loss's TD errors."""
+    priority_alpha: float = 0.6
+    """Priority exponent of the prioritized buffer."""
+    priority_beta: float = 0.4
+    """Importance-weight exponent of the prioritized buffer."""
+    tau: float = 0.005
+    """Polyak factor of the soft target updates."""
+    max_grad_norm: float | None = None
+    """Gradient clipping, per role; ``None`` disables it."""
+    buffer_device: str = "cpu"
+    """Where the replay buffer lives."""
+
+
+def off_policy_learner(
+    info: GroupInfo,
+    config: OffPolicyConfig,
+    *,
+    policy: nn.Module,
+    loss: Loss,
+    optimizer: torch.optim.Optimizer,
+    target_updater: TargetUpdater | None,
+    exploration: list[Exploration] | None = None,
+    algorithm: str,
+    slice_len: int | None = None,
+) -> GroupLearner:
+    """Assemble an off-policy learner: replay buffer, target updates, ``utd_ratio`` steps.
+
+    The loss is used as configured: point it at the group's keys first (agent mask
+    included, for losses with per-agent terms). ``slice_len``: replay slices of that
+    many steps (recurrent Q-networks) instead of single transitions.
+    """
+    c = config
+    buffer = off_policy_buffer(
+        c.buffer_size,
+        c.batch_size,
+        prioritized=c.prioritized,
+        alpha=c.priority_alpha,
+        beta=c.priority_beta,
+        device=c.buffer_device,
+        slice_len=slice_len,
+    )
+    updater = OffPolicyUpdater(
+        info,
+        loss=loss,
+        optimizer=optimizer,
+        buffer=buffer,
+        target_updater=target_updater,
+        utd_ratio=c.utd_ratio,
+        max_grad_norm=c.max_grad_norm,
+        learning_starts=c.learning_starts,
+        compile=info.compile,
+    )
+    return GroupLearner(
+        info,
+        algorithm=algorithm,
+        policy=policy,
+        loss=loss,
+        optimizer=optimizer,
+        updater=updater,
+        exploration=exploration,
+        target_updater=target_updater,
+        config=c,
+    )

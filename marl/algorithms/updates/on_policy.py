@@ -1,0 +1,148 @@
+"""The on-policy update: advantages on the whole batch, then epochs of minibatches."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import torch
+from tensordict import TensorDictBase
+
+from marl.algorithms.contracts import AdvantageLoss
+from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
+
+__all__ = ["OnPolicyUpdater"]
+
+
+class OnPolicyUpdater:
+    """Advantages on the whole ``[*B, T]`` batch, then ``epochs`` x minibatches over it.
+
+    MAPPO's and IPPO's whole update, in call order:
+
+    1. :meth:`process`: the loss's value estimator (GAE; ``V(s)`` and ``V(s')`` in one
+       critic call) writes the advantages and value targets on the batch.
+    2. :meth:`update`: the entries the loss reads (``loss.in_keys``) are selected once,
+       flattened, and each epoch gathers them in one shuffled order; minibatches are
+       contiguous slices of it (views). Each goes through :class:`GradientStep`:
+       :func:`loss_and_backward` runs ``PPOLoss.forward`` (advantage standardization
+       over the unmasked agents, the clipped objective, the critic loss), then the
+       per-role clipping and the optimizer step. An incomplete last minibatch is
+       dropped: a handful of samples gives a noisy step.
+
+    Args:
+        loss: the loss, with the value estimator that writes its advantages.
+        optimizer: the optimizer over its trained parameters.
+        epochs: passes over each batch.
+        minibatch_size: transitions per optimizer step (the whole batch when larger).
+        max_grad_norm: per-role gradient clipping (``None``: off).
+        compile: compile the loss and its backward (:class:`GradientStep`).
+        sequence_length: train on sequences (a recurrent policy): each env's ``T`` steps
+            are cut into chunks of this many steps (``T`` at most; the last ``T % length``
+            steps are left out), and a minibatch is ``minibatch_size // length`` whole
+            chunks, shuffled as chunks, time kept in order: a ``[chunks, length]``
+            TensorDict whose first step holds the hidden state stored at collection.
+            ``None``: single steps.
+    """
+
+    on_policy = True
+
+    def __init__(
+        self,
+        *,
+        loss: AdvantageLoss,
+        optimizer: torch.optim.Optimizer,
+        epochs: int,
+        minibatch_size: int,
+        max_grad_norm: float | None,
+        compile: bool = False,
+        sequence_length: int | None = None,
+    ) -> None:
+        if epochs < 1 or minibatch_size < 1:
+            raise ValueError(
+                f"epochs and minibatch_size must be >= 1, got {epochs}, {minibatch_size}"
+            )
+        if sequence_length is not None and sequence_length < 1:
+            raise ValueError(f"sequence_length must be >= 1 or None, got {sequence_length}")
+        self._sequence_length = sequence_length
+        check_update_parts(loss, optimizer, AdvantageLoss)
+        if loss.value_estimator is None:
+            raise ValueError(
+                f"{type(loss).__name__} has no value estimator (no critic): the on-policy "
+                "updater writes the advantages with it"
+            )
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
+        self._keys = list(loss.in_keys)
+        self._epochs = epochs
+        self._minibatch_size = minibatch_size
+
+    @property
+    def loss(self) -> AdvantageLoss:
+        return self._step.loss
+
+    @property
+    def gradient_step(self) -> GradientStep:
+        """The step run on each minibatch (whether it is compiled, steps so far)."""
+        return self._step
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._step.optimizer
+
+    @property
+    def buffer(self) -> None:
+        """No buffer: each batch is used once, straight from the collector."""
+        return None
+
+    @property
+    def epochs(self) -> int:
+        return self._epochs
+
+    @property
+    def minibatch_size(self) -> int:
+        return self._minibatch_size
+
+    def process(self, batch: TensorDictBase) -> TensorDictBase:
+        """Write the group's advantage and value target on the ``[*B, T]`` batch."""
+        with torch.no_grad():
+            self.loss.value_estimator(batch)
+        return batch
+
+    @property
+    def sequence_length(self) -> int | None:
+        """Steps per training sequence (``None``: single steps)."""
+        return self._sequence_length
+
+    def sequences(self, batch: TensorDictBase) -> TensorDictBase:
+        """The loss's entries of a ``[*B, T]`` batch as ``[chunks, length]`` sequences."""
+        data = batch.select(*self._keys, strict=False)
+        if data.batch_dims < 1:
+            raise ValueError("sequence training needs a [*B, T] batch with a time dim")
+        steps = data.batch_size[-1]
+        length = min(self._sequence_length or steps, steps)
+        data = data.reshape(-1, steps)[:, : steps - steps % length]
+        return data.reshape(-1, length)
+
+    def update(self, batch: TensorDictBase) -> dict[str, float]:
+        """``epochs`` passes of shuffled minibatches over the loss's entries of ``batch``."""
+        if self._sequence_length is not None:
+            data = self.sequences(batch)
+            n = data.shape[0]
+            size = min(max(1, self._minibatch_size // data.shape[1]), n)
+        else:
+            data = batch.select(*self._keys, strict=False).reshape(-1)
+            n = data.numel()
+            size = min(self._minibatch_size, n)
+        stats = UpdateStats()
+        for _ in range(self._epochs):
+            # one gather per entry and epoch; the minibatches are views of it
+            shuffled = data[torch.randperm(n, device=data.device)]
+            for start in range(0, n - size + 1, size):
+                stats.add(self._step(shuffled[start : start + size]))
+        return stats.means()
+
+    def state_dict(self) -> dict[str, Any]:
+        """No state between batches: ``{}``."""
+        return {}
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Nothing to restore (see :meth:`state_dict`)."""
