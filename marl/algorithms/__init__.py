@@ -49,6 +49,7 @@ from marl.algorithms.base import (
     GroupLearner,
     group_infos,
 )
+from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
 from marl.algorithms.ddpg import DDPGConfig
 from marl.algorithms.dqn import DQNConfig
 from marl.algorithms.happo import HAPPOConfig
@@ -82,6 +83,7 @@ __all__ = [
     "ROOT",
     "A2CConfig",
     "Algorithm",
+    "AlgorithmContractError",
     "AlgorithmSpec",
     "DDPGConfig",
     "DQNConfig",
@@ -107,6 +109,8 @@ __all__ = [
     "TrainerCallback",
     "TrainingRun",
     "VDNConfig",
+    "check_algorithm",
+    "check_learner",
     "check_network",
     "compile_report",
     "evaluate",

@@ -15,7 +15,7 @@ import copy
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Generic, TypeVar, cast
 
 import torch
 from tensordict import TensorDictBase
@@ -29,7 +29,14 @@ from torch import nn
 
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
 from marl.algorithms._networks import check_network
-from marl.algorithms.contracts import Exploration, JointUpdater, Loss, TargetUpdater, Updater
+from marl.algorithms.contracts import (
+    Exploration,
+    JointUpdater,
+    Learner,
+    Loss,
+    TargetUpdater,
+    Updater,
+)
 from marl.algorithms.value_checks import check_config_values
 from marl.data import ReplayBuffer
 from marl.envs.common import EnvBase
@@ -197,14 +204,20 @@ class GroupLearner(nn.Module):
             self.target_updater.load_state_dict(state["target_updater"])
 
 
+ConfigT = TypeVar("ConfigT")
+"""An algorithm's config dataclass: what its spec makes and its builder reads."""
+
+
 @dataclass(frozen=True)
-class AlgorithmSpec:
-    """A registered algorithm.
+class AlgorithmSpec(Generic[ConfigT]):
+    """A registered algorithm (generic in its config type).
 
     Attributes:
         name: registry name (``"ppo"``).
         config_cls: its config dataclass.
-        builder: ``(GroupInfo, config) -> GroupLearner``.
+        builder: ``(GroupInfo, config) -> Learner`` (a
+            :class:`~marl.algorithms.contracts.Learner`: builders return
+            :class:`GroupLearner`).
         on_policy: whether it learns from the latest batch only.
         action_spaces: the action spaces it serves (``{"continuous", "discrete"}``).
         description: one line.
@@ -215,14 +228,14 @@ class AlgorithmSpec:
     """
 
     name: str
-    config_cls: type
-    builder: Callable[[GroupInfo, Any], GroupLearner]
+    config_cls: type[ConfigT]
+    builder: Callable[[GroupInfo, ConfigT], Learner]
     on_policy: bool
     action_spaces: frozenset[str]
     description: str = ""
     compile: bool = False
 
-    def make_config(self, config: Any = None) -> Any:
+    def make_config(self, config: ConfigT | Mapping[str, Any] | None = None) -> ConfigT:
         """A config instance from ``None`` (defaults), an instance, or a dict of overrides.
 
         Raises:
@@ -395,10 +408,14 @@ class Algorithm(nn.Module):
         if not self.built:
             raise RuntimeError("call Algorithm.build(env) first")
 
-    def group_learners(self) -> Iterator[tuple[str, GroupLearner]]:
-        """``(group label, learner)`` pairs, in the env's group order."""
+    def group_learners(self) -> Iterator[tuple[str, Learner]]:
+        """``(group label, learner)`` pairs, in the env's group order.
+
+        Typed by the :class:`~marl.algorithms.contracts.Learner` contract, the only
+        thing ``Algorithm`` relies on (``check_learner`` checks it of every built-in).
+        """
         for label, learner in self.learners.items():
-            yield label, cast(GroupLearner, learner)
+            yield label, cast(Learner, learner)
 
     @property
     def on_policy(self) -> bool:

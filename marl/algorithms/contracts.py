@@ -161,7 +161,8 @@ class Learner(Protocol):
     """Everything that trains one group (the module docstring says who owns what).
 
     ``process_batch`` is the updater's ``process``; ``update`` the updater's, then the
-    exploration schedules advance by the batch's frames; ``extra_state`` holds the
+    exploration schedules advance by the batch's frames (``advance_exploration(frames)``,
+    which ``Algorithm.update`` calls itself after a joint update); ``extra_state`` holds the
     ``state_dict()`` of the parts that are not modules (optimizer, updater, target
     updater), restored by ``load_extra_state``.
     """
@@ -178,6 +179,8 @@ class Learner(Protocol):
     def process_batch(self, batch: TensorDictBase) -> TensorDictBase: ...
 
     def update(self, batch: TensorDictBase) -> dict[str, float]: ...
+
+    def advance_exploration(self, frames: int) -> None: ...
 
     def extra_state(self) -> dict[str, Any]: ...
 

@@ -7,8 +7,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 from torch import nn
 
-from marl.algorithms import Algorithm, GroupLearner, Trainer, list_algorithms
-from marl.algorithms.contracts import Learner, Loss, TargetUpdater, Updater
+from marl.algorithms import Algorithm, GroupLearner, Trainer, check_learner, list_algorithms
 from marl.algorithms.updates import OnPolicyUpdater, clip_grad_norm_per_group_, make_optimizer
 from marl.collectors import Collector
 from marl.objectives import GAE, HardUpdate
@@ -63,13 +62,8 @@ def _algo(name: str) -> tuple[Algorithm, object]:
 @pytest.mark.parametrize("name", list_algorithms())
 def test_every_learner_follows_the_protocols(name):
     algo, _ = _algo(name)
-    for _, learner in algo.group_learners():
-        assert isinstance(learner, Learner)
-        assert isinstance(learner.updater, Updater)
-        assert isinstance(learner.loss, Loss)
-        assert learner.updater.loss is learner.loss
-        assert learner.updater.optimizer is learner.optimizer
-        assert learner.target_updater is None or isinstance(learner.target_updater, TargetUpdater)
+    for label, learner in algo.group_learners():
+        check_learner(learner, label)
 
 
 def test_learner_parts_are_fixed_after_build():
