@@ -107,3 +107,22 @@ def test_no_import_circle_between_modules():
     for node in sorted(graph):
         visit(node, [])
     assert not circles, "import circles:\n" + "\n".join(" -> ".join(c) for c in circles)
+
+
+def test_only_marl_atomic_renames_files_over_others():
+    """Files replaced in place go through :mod:`marl.atomic` (one temp-file naming that a
+    folder's owner recognises and cleans, one fsync policy); it imports nothing of marl."""
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if path == ROOT / "atomic.py":
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Attribute)
+                and node.attr in ("replace", "rename")
+                and isinstance(node.value, ast.Name)
+                and node.value.id == "os"
+            ):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno} os.{node.attr}")
+    assert not bad, "use marl.atomic instead of:\n" + "\n".join(bad)
+    assert not _imports(ROOT / "atomic.py"), "marl.atomic must import nothing of marl"

@@ -1,7 +1,8 @@
 """Atomic checkpoints: a run killed at any moment leaves a loadable ``latest.pt``.
 
 Each checkpoint is written to a temporary file in the same folder, flushed to
-disk, then renamed over its final name (``os.replace`` is atomic on POSIX).
+disk, then renamed over its final name (:mod:`marl.atomic`; the rename is atomic on
+POSIX).
 ``latest.pt`` is a hard link to the newest ``checkpoint_<frames>.pt``, made the
 same way, so it costs no extra disk space and always names a complete file. It is a
 convenience name only: resuming a run folder reads the numbered checkpoints, newest
@@ -29,12 +30,14 @@ import random
 import re
 import shutil
 import signal
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from marl.atomic import atomic_path, atomic_write, is_temp_name
 from marl.data.list_storage import LEGACY_GLOBALS as LIST_STORAGE_GLOBALS
 from marl.serialization import CheckpointError, UntrustedCheckpointError, load
 
@@ -51,7 +54,6 @@ __all__ = [
 ]
 
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
-_TEMP = re.compile(r"^\..+\.tmp-\d+$")
 
 FAULT_ENV = "MARL_TEST_FAULT"
 
@@ -80,20 +82,17 @@ def _disk_full(err: BaseException) -> bool:
     return isinstance(err, RuntimeError) and any(t in str(err) for t in _DISK_FULL)
 
 
-def _write_temp(obj: Any, path: Path) -> Path:
-    """``torch.save`` to a temp file next to ``path``, flushed to disk; returns the temp file.
+def _save(obj: Any, path: Path, before_replace: Callable[[], Any] | None = None) -> None:
+    """``torch.save`` to a temp file next to ``path``, flushed to disk, then renamed over
+    ``path`` (:func:`marl.atomic.atomic_write`); ``before_replace`` runs in between.
 
     Raises:
         OSError: ``ENOSPC``, naming ``path``, when the disk is full (the temp file removed).
     """
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
-        with open(tmp, "wb") as f:
+        with atomic_write(path, "wb", before_replace=before_replace) as f:
             torch.save(obj, f)
-            f.flush()
-            os.fsync(f.fileno())
     except BaseException as err:
-        tmp.unlink(missing_ok=True)
         if _disk_full(err):
             raise OSError(
                 errno.ENOSPC,
@@ -103,7 +102,6 @@ def _write_temp(obj: Any, path: Path) -> Path:
                 str(path),
             ) from err
         raise
-    return tmp
 
 
 def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
@@ -116,11 +114,7 @@ def atomic_save(obj: Any, path: str | os.PathLike[str]) -> Path:
         1
     """
     path = Path(path)
-    tmp = _write_temp(obj, path)
-    try:
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    _save(obj, path)
     return path
 
 
@@ -255,7 +249,7 @@ class CheckpointManager:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.keep = keep
         for stale in self.folder.iterdir():  # temp files of a run killed while saving
-            if _TEMP.match(stale.name):
+            if is_temp_name(stale.name):
                 stale.unlink(missing_ok=True)
 
     @property
@@ -289,25 +283,17 @@ class CheckpointManager:
         return removed
 
     def _link_latest(self, path: Path) -> None:
-        tmp = self.folder / f".latest.pt.tmp-{os.getpid()}"
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(path, tmp)
-        except OSError:  # file systems without hard links: a copy, made atomically
+        with atomic_path(self.latest, keep_suffix=False, fsync=False) as tmp:
+            tmp.unlink()  # the name is ours; the link takes it
             try:
+                os.link(path, tmp)
+            except OSError:  # file systems without hard links: a copy, made atomically
                 shutil.copyfile(path, tmp)
-                os.replace(tmp, self.latest)
-            finally:
-                tmp.unlink(missing_ok=True)
-        else:
-            os.replace(tmp, self.latest)
 
     def save(self, state: dict[str, Any], frames: int) -> Path:
         """Write ``checkpoint_<frames>.pt`` atomically, point ``latest.pt`` at it, prune."""
         path = self.folder / f"checkpoint_{int(frames)}.pt"
-        tmp = _write_temp(state, path)
-        fault_point("checkpoint", frames)
-        os.replace(tmp, path)
+        _save(state, path, before_replace=lambda: fault_point("checkpoint", frames))
         fault_point("latest", frames)
         self._link_latest(path)
         for old in self.checkpoints()[: -self.keep]:

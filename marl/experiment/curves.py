@@ -6,6 +6,8 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from marl.atomic import atomic_path
+
 __all__ = ["plot_curves"]
 
 
@@ -84,8 +86,7 @@ def plot_curves(
     axes[0].set_ylabel("episode return (mean over agents)")
     if title:
         fig.suptitle(title)
-    tmp = path.with_name(f".{path.stem}.tmp.png")
-    fig.savefig(tmp, dpi=100)
-    plt.close(fig)
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:  # savefig infers PNG from the suffix
+        fig.savefig(tmp, dpi=100)
+        plt.close(fig)
     return path

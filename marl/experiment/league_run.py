@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from marl.atomic import atomic_write_json
 from marl.data.list_storage import LEGACY_GLOBALS as LIST_STORAGE_GLOBALS
 from marl.experiment.checkpoint import (
     CheckpointManager,
@@ -42,7 +43,6 @@ from marl.experiment.config import ModelConfig
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
 from marl.experiment.loggers import make_loggers
 from marl.experiment.runlock import lock_run_folder
-from marl.report.results import atomic_write_json
 from marl.serialization import load
 
 __all__ = ["CHANGEABLE_ON_RESUME", "LeagueConfig", "load_league_checkpoint", "run_league"]

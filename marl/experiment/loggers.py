@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from marl.atomic import atomic_write
+
 __all__ = [
     "CSVLogger",
     "Logger",
@@ -125,10 +127,8 @@ class CSVLogger:
             with open(self.path, newline="") as f:
                 rows = list(csv.reader(f))
             kept = [rows[0]] + [r for r in rows[1:] if len(r) == 3 and int(r[0]) <= frames]
-            tmp = self.path.with_suffix(".csv.tmp")
-            with open(tmp, "w", newline="") as f:
+            with atomic_write(self.path, "w", newline="", fsync=False) as f:
                 csv.writer(f).writerows(kept)
-            os.replace(tmp, self.path)
         self._frames = frames
 
     def close(self) -> None:

@@ -32,6 +32,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from marl.atomic import atomic_write_text, replace
+
 __all__ = [
     "FIXED_ON_RESUME",
     "RUN_FILE",
@@ -214,7 +216,7 @@ def _set_aside(file: Path) -> Path:
                 latest.unlink()
         except OSError:
             pass
-    os.replace(file, aside)
+    replace(file, aside)
     return aside
 
 
@@ -268,10 +270,9 @@ def write_run_id(folder: str | os.PathLike[str], run_id: str) -> None:
             raise ValueError(f"{Path(folder) / RUN_FILE} names run {existing}, not {run_id}")
         return
     file = Path(folder) / RUN_FILE
-    tmp = file.with_name(f".{RUN_FILE}.tmp-{os.getpid()}")
     created = time.strftime("%Y-%m-%dT%H:%M:%S%z")
-    tmp.write_text(json.dumps({"run_id": run_id, "created": created}, indent=1) + "\n")
-    os.replace(tmp, file)
+    text = json.dumps({"run_id": run_id, "created": created}, indent=1) + "\n"
+    atomic_write_text(file, text, fsync=False)
 
 
 def check_run_identity(

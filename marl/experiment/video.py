@@ -19,6 +19,7 @@ import torch
 from tensordict import TensorDictBase
 from tensordict.nn import InteractionType, set_interaction_type
 
+from marl.atomic import atomic_path
 from marl.envs.common import EnvBase
 
 __all__ = ["prepare_headless_rendering", "record_episode", "write_video"]
@@ -103,13 +104,12 @@ def write_video(frames: list[np.ndarray], path: str | os.PathLike[str], fps: int
         ) from err
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.stem}.tmp.mp4")
-    # macro_block_size=1: VMAS frames (700x700) are not multiples of 16
-    writer: Any = imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=1)
-    try:
-        for frame in frames:
-            writer.append_data(frame)
-    finally:
-        writer.close()
-    os.replace(tmp, path)
+    with atomic_path(path, fsync=False) as tmp:  # imageio infers mp4 from the suffix
+        # macro_block_size=1: VMAS frames (700x700) are not multiples of 16
+        writer: Any = imageio.get_writer(tmp, fps=fps, codec="libx264", macro_block_size=1)
+        try:
+            for frame in frames:
+                writer.append_data(frame)
+        finally:
+            writer.close()
     return path

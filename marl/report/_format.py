@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import json
 import math
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -85,21 +81,3 @@ def _numbers(values: Any, where: str) -> list[float]:
             raise ResultsFormatError(f"{where}: non-finite value {v!r}")
         out.append(float(v))
     return out
-
-
-def atomic_write_json(path: str | os.PathLike[str], data: Any) -> None:
-    """Write ``data`` as JSON through a temp file and a rename: a killed writer never
-    leaves half a file. The file is readable by all (``mkstemp`` alone gives 0600)."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o644)
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=2)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise

@@ -12,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from marl.atomic import atomic_write_json
 from marl.report._format import (
     _STEP_RE,
     ABSOLUTE_KEY,
@@ -23,7 +24,6 @@ from marl.report._format import (
     ResultsFormatError,
     RunKey,
     _numbers,
-    atomic_write_json,
 )
 
 

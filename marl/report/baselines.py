@@ -36,7 +36,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from marl.report._format import ResultsFormatError, atomic_write_json
+from marl.atomic import atomic_write_json
+from marl.report._format import ResultsFormatError
 
 __all__ = [
     "BASELINES_FILENAME",

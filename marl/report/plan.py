@@ -20,7 +20,8 @@ import os
 from collections.abc import Iterable
 from pathlib import Path
 
-from marl.report._format import ResultsFormatError, RunKey, atomic_write_json
+from marl.atomic import atomic_write_json
+from marl.report._format import ResultsFormatError, RunKey
 
 __all__ = ["PLAN_FILENAME", "load_plan", "write_plan"]
 

@@ -37,8 +37,9 @@ from typing import Any
 
 import numpy as np
 
+from marl.atomic import atomic_write_json
 from marl.report._bootstrap import Interval
-from marl.report._format import RETURN_KEY, atomic_write_json
+from marl.report._format import RETURN_KEY
 from marl.report._reader import ResultsTable
 from marl.report.intervals import mean_confidence_interval
 

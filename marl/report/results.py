@@ -49,6 +49,7 @@ from typing import Any
 
 import numpy as np
 
+from marl.atomic import atomic_write_json
 from marl.report._format import (
     ABSOLUTE_KEY,
     ELAPSED_KEY,
@@ -59,7 +60,6 @@ from marl.report._format import (
     ResultsFormatError,
     RunKey,
     _numbers,
-    atomic_write_json,
 )
 from marl.report._reader import ResultsTable, find_results_files, load_results
 

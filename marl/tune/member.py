@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.algorithms import Trainer, TrainerCallback
+from marl.atomic import atomic_write_text
 
 __all__ = [
     "MEMBER_FILE",
@@ -292,9 +293,7 @@ def _truncate_reports(folder: Path, frames: int) -> None:
     path = folder / REPORTS_FILE
     if path.exists():
         kept = [r for r in read_reports(folder) if r["frames"] <= frames]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(json.dumps(r) + "\n" for r in kept))
-        os.replace(tmp, path)
+        atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in kept), fsync=False)
 
 
 def read_reports(folder: Path) -> list[dict[str, Any]]:

@@ -313,15 +313,15 @@ def test_a_full_disk_is_named(tmp_path, monkeypatch, failure):
     manager = CheckpointManager(tmp_path / "checkpoints")
     manager.save({"trainer": {"frames": 1}}, 1)
     if failure == "enospc":
-        real_open = open
+        real_fdopen = os.fdopen
 
-        def fake_open(path, mode="r", *a, **k):
+        def fake_fdopen(fd, mode="r", *a, **k):  # marl.atomic's temp file
             if "w" in mode:
-                real_open(path, mode).close()  # the temp file exists, as on a real disk
+                real_fdopen(fd, mode, *a, **k).close()  # the temp file exists, as on a real disk
                 return FullDisk()
-            return real_open(path, mode, *a, **k)
+            return real_fdopen(fd, mode, *a, **k)
 
-        monkeypatch.setattr(checkpoint, "open", fake_open, raising=False)
+        monkeypatch.setattr(os, "fdopen", fake_fdopen)
     else:
 
         def fake_save(obj, f):
