@@ -19,7 +19,7 @@ from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.algorithms._recurrent import check_init_tracker
 from marl.algorithms.base import Algorithm
-from marl.collectors import Collector
+from marl.collectors import BatchCollector, Collector
 from marl.envs.common import EnvBase
 
 __all__ = [
@@ -278,8 +278,10 @@ class Trainer:
         callbacks: :class:`TrainerCallback` objects.
         log_fn: called with each iteration's logs.
         seed: seeds torch's global generator (before the networks are built).
-        collector: a ready collector running ``algorithm.policy`` (e.g. a
-            ``MultiSyncCollector``); default: a :class:`~marl.collectors.Collector` on ``env``.
+        collector: a ready :class:`~marl.collectors.BatchCollector` running
+            ``algorithm.policy`` (e.g. a ``MultiSyncCollector``; check one of your own with
+            :func:`~marl.collectors.check_collector`); default: a
+            :class:`~marl.collectors.Collector` on ``env``.
 
     Examples:
         >>> from marl.algorithms import Algorithm, Trainer
@@ -306,7 +308,7 @@ class Trainer:
         callbacks: Sequence[TrainerCallback] = (),
         log_fn: Callable[[Logs], None] | None = None,
         seed: int | None = None,
-        collector: Any = None,
+        collector: BatchCollector | None = None,
     ) -> None:
         if total_frames < 1 or frames_per_batch < 1:
             raise ValueError(
@@ -331,7 +333,7 @@ class Trainer:
         self.last_evaluation: EvalEpisodes | None = None
         self.callbacks = list(callbacks)
         self.log_fn = log_fn
-        self.collector = (
+        self.collector: BatchCollector = (
             collector
             if collector is not None
             else Collector(
@@ -376,6 +378,14 @@ class Trainer:
         for cb in self.callbacks:
             cb.on_evaluation(self, logs)
         return logs
+
+    def mark_evaluated(self) -> None:
+        """Count the current weights as evaluated: no evaluation is due at these frames.
+
+        For a run restored at frames it had already evaluated (its evaluation is on
+        record): the restored trainer then does not evaluate the same weights again.
+        """
+        self._last_eval_frames = self.frames
 
     def _episode_logs(self, batch: TensorDictBase, logs: Logs) -> None:
         done = batch.get(("next", "done"), None)
@@ -483,8 +493,7 @@ class Trainer:
             "last_eval_frames": self._last_eval_frames,
             "torch_rng": torch.get_rng_state(),
         }
-        if hasattr(self.collector, "state_dict"):
-            state["collector"] = self.collector.state_dict()
+        state["collector"] = self.collector.state_dict()
         if include_buffers:
             state["buffers"] = self.algorithm.buffers_state_dict()
         return state
@@ -497,7 +506,7 @@ class Trainer:
         self._last_eval_frames = int(state.get("last_eval_frames", 0))
         if "torch_rng" in state:
             torch.set_rng_state(state["torch_rng"])
-        if "collector" in state and hasattr(self.collector, "load_state_dict"):
+        if "collector" in state:
             self.collector.load_state_dict(state["collector"])
         if "buffers" in state:
             self.algorithm.load_buffers_state_dict(state["buffers"])

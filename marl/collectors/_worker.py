@@ -79,7 +79,7 @@ def worker_main(
             return
         try:
             if cmd == "collect":
-                buffer = collector._collect()
+                buffer = collector.collect()
                 conn.send(("batch", None if sent_buffer else buffer))
                 sent_buffer = True
             elif cmd == "update_weights":

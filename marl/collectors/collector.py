@@ -281,7 +281,7 @@ class Collector:
             ``split_trajs=True``), post-processed by ``postproc``; ``None`` when a
             ``replay_buffer`` was given.
         """
-        buffer = self._collect()
+        buffer = self.collect()
         if self.replay_buffer is not None and not self.split_trajs and self.postproc is None:
             self.replay_buffer.extend(buffer)
             return None
@@ -293,8 +293,32 @@ class Collector:
             return None
         return out
 
-    def _collect(self) -> TensorDictBase:
-        """Collect one batch into the internal buffer and return the buffer itself."""
+    def collect(self) -> TensorDictBase:
+        """Collect one batch into the collector's output buffer and return that buffer.
+
+        This is the raw step behind :meth:`rollout` and iteration: it advances
+        :attr:`frames` by ``frames_per_batch`` like them, but applies neither
+        ``split_trajs`` nor ``postproc`` nor ``replay_buffer``, and copies
+        nothing.
+
+        The returned TensorDict is the buffer itself, not a copy: the next call
+        writes over it in place (and it lives in shared memory with
+        ``share_buffer=True``). Clone it to keep it past the next call; the
+        workers of the multi-process and Ray collectors hand it on as it is.
+
+        Returns:
+            The ``[*env_batch, T]`` buffer, with ``("collector", "traj_ids")``.
+
+        Raises:
+            RuntimeError: after :meth:`shutdown`.
+
+        Examples:
+            >>> from marl.testing import SingleAgentFakeEnv
+            >>> collector = Collector(SingleAgentFakeEnv(num_envs=2), frames_per_batch=8)
+            >>> first = collector.collect()
+            >>> collector.collect() is first, collector.frames
+            (True, 16)
+        """
         if self._closed:
             raise RuntimeError(f"{type(self).__name__} is shut down")
         if self._td is None or self.reset_at_each_iter:

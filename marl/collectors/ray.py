@@ -85,7 +85,7 @@ class _CollectorActor:
     def collect(self) -> TensorDictBase:
         # Ray serializes the return value before the actor runs its next task,
         # so the reused buffer can be returned without a copy.
-        return self.collector._collect()
+        return self.collector.collect()
 
     def update_weights(self, weights: TensorDictBase | dict) -> None:
         self.collector.update_policy_weights_(weights)

@@ -8,7 +8,6 @@ import torch
 from marl.collectors import CollectorWorkerError, RayCollector
 from marl.testing import MultiAgentFakeEnv, SingleAgentFakeEnv
 
-from . import _helpers
 from ._helpers import multi_agent_module
 
 ray = pytest.importorskip("ray", reason='RayCollector needs ray (pip install "marl[ray]")')
@@ -16,18 +15,6 @@ ray = pytest.importorskip("ray", reason='RayCollector needs ray (pip install "ma
 pytestmark = pytest.mark.ray
 
 TRAJ = ("collector", "traj_ids")
-
-
-@pytest.fixture(scope="module")
-def local_ray():
-    # Ray workers cannot import the test package: send its helpers by value.
-    ray.cloudpickle.register_pickle_by_value(_helpers)
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield
-    if started:
-        ray.shutdown()
 
 
 def test_sync_multi_agent_and_weights(local_ray):
