@@ -33,10 +33,8 @@ import dataclasses
 import logging
 import os
 import random
-import signal
 import sys
 import time
-import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -47,30 +45,25 @@ import torch
 from marl.algorithms import (
     Algorithm,
     AlgorithmSpec,
-    EvalEpisodes,
     Trainer,
     TrainerCallback,
     compile_report,
     get_algorithm,
 )
+from marl.collectors import BatchCollector
 from marl.envs import InitTracker, TransformedEnv, list_tasks
 from marl.envs.common import EnvBase
 from marl.experiment.best_policy import BestPolicy
-from marl.experiment.checkpoint import (
-    CheckpointManager,
-    fault_point,
-    rng_state,
-    set_rng_state,
-)
+from marl.experiment.checkpoint import CheckpointManager, fault_point, rng_state
 from marl.experiment.config import (
     ExperimentConfig,
     ModelConfig,
     algorithm_label,
     config_from_dict,
 )
-from marl.experiment.curves import plot_curves
-from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
-from marl.experiment.loggers import Logger, make_loggers, read_scalars
+from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, StatusOnExit
+from marl.experiment.loggers import Logger
+from marl.experiment.outputs import RunOutputs
 from marl.experiment.parts import (
     TaskFactory,
     build_algorithm,
@@ -80,21 +73,18 @@ from marl.experiment.parts import (
     make_task_env,
 )
 from marl.experiment.progress import ProgressCallback
-from marl.experiment.resume import (
-    FIXED_ON_RESUME,
-    check_run_identity,
-    differences,
-    load_resumable,
-    new_run_id,
-    read_run_id,
-    resume_arguments,
-    run_folder_of,
-    write_run_id,
+from marl.experiment.restore import (
+    RestorePoint,
+    check_folder,
+    identify,
+    load_restore,
+    restore_run,
 )
+from marl.experiment.resume import load_resumable, resume_arguments, write_run_id
 from marl.experiment.runlock import lock_run_folder
 from marl.export import FORMATS as EXPORT_FORMATS
 from marl.export import export_policies
-from marl.report.results import RunResults, atomic_write_json
+from marl.report.results import RunResults
 
 __all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
 
@@ -207,18 +197,22 @@ class Experiment:
         self.folder = Path(self.config.save_folder or os.getcwd()).resolve()
         self.extra_callbacks = list(callbacks)
         self.trainer: Trainer | None = None
-        self.loggers: dict[str, Logger] = {}
         self.checkpoints: CheckpointManager | None = None
-        self._render_env: EnvBase | None = None
-        self._render_ok = self.config.render
+        # logs, results.json, videos, curves.png and status.json (marl.experiment.outputs)
+        self.outputs = RunOutputs(
+            self.folder,
+            self.config,
+            algorithm_name=self.algorithm_name,
+            task_name=self.task_name,
+            seed=self.seed,
+            make_render_env=lambda: self.make_env(1, self.seed + 2, render=True),
+        )
         self._last_checkpoint = 0
-        self._wall_start = 0.0
-        self._elapsed_before = 0.0  # training wall time before a resume
-        self._restore_state: tuple[Path, dict[str, Any]] | None = None
+        self._restore_state: RestorePoint | None = None
         self.run_id: str | None = None  # run.json's, set by run()
         self._envs: list[EnvBase] = []
-        self._collectors: list[Any] = []  # worker-process collectors, shut down at the end
-        self.best_policy = BestPolicy()  # the best evaluation's policy: the absolute metric
+        # worker-process collectors, shut down at the end
+        self._collectors: list[BatchCollector] = []
 
     @classmethod
     def resume(
@@ -364,7 +358,7 @@ class Experiment:
             ValueError: when ``restore_file`` is a checkpoint of another run.
             RunInterrupted: after SIGINT or SIGTERM (a ``KeyboardInterrupt``).
         """
-        restore = self._load_restore()
+        restore = load_restore(self._restore_state, self.config.restore_file, self.describe)
         # the folder's one live writer (marl.experiment.runlock): taken before anything is
         # written into it, released however the run ends
         lock = lock_run_folder(self.folder, owner=self)
@@ -373,11 +367,11 @@ class Experiment:
         finally:
             lock.release()
 
-    def _run(self, restore: tuple[Path, dict[str, Any]] | None) -> dict[str, Any]:
+    def _run(self, restore: RestorePoint | None) -> dict[str, Any]:
         import yaml
 
-        self._check_folder(restore[0] if restore else None)
-        self.run_id = self._identify(restore)
+        check_folder(self.folder, restore[0] if restore else None)
+        self.run_id = identify(self.folder, restore)
         self.folder.mkdir(parents=True, exist_ok=True)
         write_run_id(self.folder, self.run_id)
         if not logging.getLogger().handlers and not log.handlers:
@@ -394,48 +388,22 @@ class Experiment:
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
         self._status("running")
         try:
-            with InterruptGuard() as guard:
+            with StatusOnExit(self._status, self._frames, self.folder), InterruptGuard() as guard:
                 return self._train(restore, guard, description)
-        except KeyboardInterrupt as err:  # RunInterrupted too
-            name = signal.Signals(getattr(err, "signum", signal.SIGINT)).name
-            self._status("interrupted", signal=name)
-            log.warning(
-                "interrupted by %s at %d frames; continue with: marl-run --resume %s",
-                name,
-                self.trainer.frames if self.trainer is not None else 0,
-                self.folder,
-            )
-            raise
-        except SystemExit as err:
-            if err.code in (0, None):
-                # the process's owner ended it on purpose (Ray Tune ends a trial it stops
-                # with sys.exit(0)): not a failure, and the last checkpoint resumes it
-                self._status("stopped")
-            else:
-                self._status(
-                    "failed", error=f"SystemExit: {err.code}", traceback=traceback_tail(err)
-                )
-            raise
-        except BaseException as err:
-            self._status(
-                "failed", error=f"{type(err).__name__}: {err}", traceback=traceback_tail(err)
-            )
-            raise
         finally:
             for collector in self._collectors:
                 collector.shutdown()
             self._collectors.clear()
-            for logger in self.loggers.values():
-                logger.close()
-            for e in (*self._envs, self._render_env):
+            self.outputs.close_loggers()
+            for e in (*self._envs, self.outputs.render_env):
                 if e is not None:
                     e.close()
 
+    def _frames(self) -> int:
+        return self.trainer.frames if self.trainer is not None else self._last_checkpoint
+
     def _train(
-        self,
-        restore: tuple[Path, dict[str, Any]] | None,
-        guard: InterruptGuard,
-        description: dict[str, Any],
+        self, restore: RestorePoint | None, guard: InterruptGuard, description: dict[str, Any]
     ) -> dict[str, Any]:
         c = self.config
         if c.num_threads is not None:
@@ -477,20 +445,21 @@ class Experiment:
             callbacks=[_Hooks(self), progress, *self.extra_callbacks],
             collector=collector,
         )
-        family, task = self.task_name.split("/", 1)
-        self.results = RunResults(family, task, self.algorithm_name, self.seed)
-        self.loggers = make_loggers(
-            c.loggers,
-            self.folder,
-            project=c.project_name,
-            run_name=f"{self.algorithm_name}_{family}_{task}_seed{self.seed}",
-            config=description,
-        )
+        outputs = self.outputs
+        outputs.open(description)
+        elapsed_before = 0.0
         if restore is not None:
-            self._restore(*restore)
-        for logger in self.loggers.values():
-            logger.log_config(description)
-        self._wall_start = time.time() - self._elapsed_before
+            elapsed_before = restore_run(
+                *restore,
+                trainer=trainer,
+                algorithm=self.algorithm,
+                outputs=outputs,
+                checkpoints=self.checkpoints,
+                config=self.config,
+            )
+            self._last_checkpoint = trainer.frames
+        outputs.log_config(description)
+        outputs.start_clock(elapsed_before)
         if trainer.frames >= c.total_frames:
             log.info("already at %d of %d frames: nothing to train", trainer.frames, c.total_frames)
         log.info(
@@ -507,9 +476,7 @@ class Experiment:
 
         if eval_env is not None and trainer.frames == 0 and not stopping():
             # the untrained policy: the first point of every learning curve
-            logs = trainer.evaluate()
-            for logger in self.loggers.values():
-                logger.log_scalars(logs, 0)
+            outputs.log_scalars(trainer.evaluate(), 0)
         history = []
         run = trainer.train()
         try:
@@ -528,7 +495,7 @@ class Experiment:
         if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
             self.save_checkpoint()
         if eval_env is not None:
-            self._absolute_metric(trainer)
+            outputs.write_absolute_metric(trainer)
         self.plot()
         if c.export:
             self.export(c.export)
@@ -540,25 +507,6 @@ class Experiment:
         for logs in history:
             summary.update({k: v for k, v in logs.items() if k.endswith("episode_reward")})
         return summary
-
-    def _absolute_metric(self, trainer: Trainer) -> None:
-        """Write ``absolute_metrics``: the best evaluation's policy over 10x the episodes."""
-        best = self.best_policy
-        if best.weights is None or best.frames is None:
-            return
-        start = time.time()
-        ev = best.evaluate(trainer)
-        self.results.set_absolute_metrics(ev.returns, ev.group_returns, step_count=best.frames)
-        self.results.write(self.folder / "results.json")
-        log.info(
-            "absolute metric: mean return %.4g over %d episodes of the best evaluation's policy "
-            "(%d frames, mean return %.4g there) in %.1f s",
-            sum(ev.returns) / len(ev.returns),
-            len(ev.returns),
-            best.frames,
-            best.score,
-            time.time() - start,
-        )
 
     def export(self, formats: Sequence[str] = EXPORT_FORMATS) -> dict[str, dict[str, Path]]:
         """Export every group's deterministic policy to ``<folder>/export`` (see
@@ -578,102 +526,16 @@ class Experiment:
         )
         return written
 
-    def _load_restore(self) -> tuple[Path, dict[str, Any]] | None:
-        """The checkpoint to resume from, checked against this run's config."""
-        if self._restore_state is not None:
-            checkpoint, state = self._restore_state
-        elif self.config.restore_file:
-            checkpoint, state = load_resumable(self.config.restore_file)
-        else:
-            return None
-        saved = state.get("config")
-        if not isinstance(saved, Mapping) or "task" not in saved:
-            raise ValueError(
-                f"experiment.restore_file: {checkpoint} holds no run config: expected a "
-                "checkpoint written by marl.experiment.Experiment"
-            )
-        lines = differences(saved, self.describe())
-        if lines:
-            raise ValueError(
-                f"experiment.restore_file: {checkpoint} is a checkpoint of another run:\n  "
-                + "\n  ".join(lines)
-                + "\nA resumed run keeps its checkpoint's task, algorithm and hyperparameters, "
-                f"seed and experiment.{{{','.join(FIXED_ON_RESUME)}}}: "
-                "Experiment.resume(path) takes them from the checkpoint."
-            )
-        return checkpoint, state
-
-    def _check_folder(self, checkpoint: Path | None) -> None:
-        """Refuse to write into a folder that holds another run (its rows would mix)."""
-        held = held_run(self.folder)
-        if held is None:
-            return
-        if checkpoint is not None:
-            own = run_folder_of(checkpoint)
-            if own is not None and own.resolve() == self.folder:
-                return
-            raise FileExistsError(
-                f"{self.folder} already holds {held}; the checkpoint {checkpoint} belongs "
-                "elsewhere and cannot continue there: choose an empty folder"
-            )
-        raise FileExistsError(
-            f"{self.folder} already holds {held}. Continue it with "
-            f"Experiment.resume({str(self.folder)!r}) (marl-run --resume {self.folder}), or "
-            "choose another folder."
-        )
-
-    def _identify(self, restore: tuple[Path, dict[str, Any]] | None) -> str:
-        """This run's id: the folder's ``run.json``, else the checkpoint's, else a new one.
-
-        Refuses a checkpoint of another run (:func:`check_run_identity`).
-        """
-        if restore is None:
-            return read_run_id(self.folder) or new_run_id()
-        return check_run_identity(self.folder, *restore) or new_run_id()
-
     # ------------------------------------------------------------- callbacks
     def _on_iteration(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        for logger in self.loggers.values():
-            logger.log_scalars(logs, trainer.frames)
+        self.outputs.log_scalars(logs, trainer.frames)
         fault_point("iteration", trainer.frames)
         interval = self.config.checkpoint_interval
         if interval and trainer.frames - self._last_checkpoint >= interval:
             self.save_checkpoint()
 
     def _on_evaluation(self, trainer: Trainer) -> None:
-        ev = trainer.last_evaluation
-        if ev is None:
-            return
-        self.results.add_evaluation(
-            trainer.frames,
-            ev.returns,
-            group_returns=ev.group_returns or None,
-            elapsed_time=time.time() - self._wall_start,
-        )
-        self.best_policy.observe(self.algorithm, trainer.frames, ev.returns)
-        self.results.write(self.folder / "results.json")
-        if self._render_ok:
-            self._record_video(trainer.frames)
-
-    def _record_video(self, frames: int) -> None:
-        from marl.experiment.video import prepare_headless_rendering, record_episode, write_video
-
-        try:
-            prepare_headless_rendering()
-            if self._render_env is None:
-                self._render_env = self.make_env(1, self.seed + 2, render=True)
-            images = record_episode(
-                self._render_env,
-                self.algorithm.eval_policy(),
-                deterministic=self.config.evaluation_deterministic,
-            )
-            path = write_video(images, self.folder / "videos" / f"eval_{frames}.mp4")
-        except Exception as err:  # a renderer problem must not kill a training run
-            warnings.warn(f"evaluation video disabled: {type(err).__name__}: {err}", stacklevel=2)
-            self._render_ok = False
-            return
-        for logger in self.loggers.values():
-            logger.log_video("eval/video", path, frames)
+        self.outputs.record_evaluation(trainer, self.algorithm)
 
     # ----------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -685,11 +547,10 @@ class Experiment:
         return {
             "trainer": self.trainer.state_dict(include_buffers=self.config.checkpoint_buffers),
             "rng": rng_state(),
-            "loggers": {name: lg.state_dict() for name, lg in self.loggers.items()},
+            **self.outputs.state_dict(),  # loggers, and the absolute metric's policy
             "last_evaluation": dataclasses.asdict(ev) if ev is not None else None,
-            "best_policy": self.best_policy.state_dict(),  # the absolute metric's policy
             # training wall time so far: a resumed run's results.json counts on from it
-            "elapsed_time": time.time() - self._wall_start,
+            "elapsed_time": self.outputs.elapsed(),
             "config": self.describe(),
             "run_id": self.run_id,  # the folder's run.json: a resume checks it
             "version": 3,
@@ -705,81 +566,26 @@ class Experiment:
         self._status("running")
         return path
 
-    def _restore(self, path: Path, state: dict[str, Any]) -> None:
-        trainer = self.trainer
-        trainer.load_state_dict(state["trainer"])
-        set_rng_state(state["rng"])
-        frames = trainer.frames
-        if state.get("last_evaluation"):
-            trainer.last_evaluation = EvalEpisodes(**state["last_evaluation"])
-        for name, logger in self.loggers.items():
-            logger.load_state_dict(state.get("loggers", {}).get(name, {"frames": frames}))
-        results = self.folder / "results.json"
-        if results.exists():
-            self.results = RunResults.load(results)
-            self.results.truncate(frames)
-            self.results.write(results)
-        self.best_policy = BestPolicy.from_state(state.get("best_policy"))
-        last = self.results.last_evaluation
-        if last is not None and last[0] == frames:
-            # already evaluated at these frames (e.g. a resume with nothing to train, whose
-            # final evaluation came after this checkpoint): no second row for them, and
-            # that evaluation, of these very weights, competes for the best policy
-            trainer._last_eval_frames = frames
-            self.best_policy.observe(self.algorithm, frames, last[1])
-        # checkpoints before version 3 kept no wall time: the last evaluation's is the best guess
-        elapsed = state.get("elapsed_time", self.results.last_elapsed_time)
-        self._elapsed_before = float(elapsed or 0.0)
-        if self.checkpoints is not None:
-            self.checkpoints.discard_after(frames)
-        self._last_checkpoint = frames
-        changed = [
-            f"experiment.{k}={v!r}"
-            for k, v in dataclasses.asdict(self.config).items()
-            if k not in ("restore_file", "save_folder")
-            and state["config"].get("experiment", {}).get(k, v) != v
-        ]
-        log.info(
-            "resumed from %s at %d frames%s",
-            path,
-            frames,
-            f"; changed: {', '.join(changed)}" if changed else "",
-        )
-
     # ---------------------------------------------------------------- outputs
+    @property
+    def loggers(self) -> dict[str, Logger]:
+        """``{name: Logger}`` of the run (empty before :meth:`run`)."""
+        return self.outputs.loggers
+
+    @property
+    def results(self) -> RunResults:
+        """The run's ``results.json`` content (set by :meth:`run`)."""
+        return self.outputs.results
+
+    @property
+    def best_policy(self) -> BestPolicy:
+        """The best evaluation's policy, re-evaluated for the absolute metric."""
+        return self.outputs.best_policy
+
     def _status(self, status: str, **extra: Any) -> None:
-        frames = self.trainer.frames if self.trainer is not None else self._last_checkpoint
         latest = self.checkpoints.latest if self.checkpoints is not None else None
-        atomic_write_json(
-            self.folder / "status.json",
-            {
-                "status": status,
-                "frames": frames,
-                "total_frames": self.config.total_frames,
-                "algorithm": self.algorithm_name,
-                "task": self.task_name,
-                "seed": self.seed,
-                "checkpoint": str(latest) if latest is not None and latest.exists() else None,
-                **extra,
-            },
-        )
+        self.outputs.write_status(status, self._frames(), latest, **extra)
 
     def plot(self) -> Path | None:
         """Draw ``curves.png`` from ``scalars.csv`` (or this run's history without the CSV)."""
-        csv_path = self.folder / "scalars.csv"
-        if csv_path.exists():
-            scalars = read_scalars(csv_path)
-        else:
-            scalars = {}
-            for logs in self.trainer.history if self.trainer is not None else []:
-                for key, value in logs.items():
-                    scalars.setdefault(key, []).append((int(logs["frames"]), float(value)))
-        try:
-            return plot_curves(
-                scalars,
-                self.folder / "curves.png",
-                title=f"{self.algorithm_name} on {self.task_name} (seed {self.seed})",
-            )
-        except ImportError as err:
-            warnings.warn(f"curves.png skipped: {err}", stacklevel=2)
-            return None
+        return self.outputs.plot(self.trainer.history if self.trainer is not None else [])

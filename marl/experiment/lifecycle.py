@@ -18,11 +18,19 @@ import logging
 import signal
 import threading
 import traceback
+from collections.abc import Callable
 from pathlib import Path
-from types import FrameType
+from types import FrameType, TracebackType
 from typing import Any
 
-__all__ = ["STATUSES", "InterruptGuard", "RunInterrupted", "held_run", "traceback_tail"]
+__all__ = [
+    "STATUSES",
+    "InterruptGuard",
+    "RunInterrupted",
+    "StatusOnExit",
+    "held_run",
+    "traceback_tail",
+]
 
 log = logging.getLogger("marl.experiment")
 
@@ -100,6 +108,72 @@ class InterruptGuard:
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()
+
+
+class StatusOnExit:
+    """Writes to ``status.json`` how an exception ended a run, and lets the exception through.
+
+    ``interrupted`` (with ``signal``) after SIGINT, SIGTERM or Ctrl-C; ``stopped`` after
+    ``sys.exit(0)``; ``failed`` (with ``error`` and ``traceback``) after anything else.
+    A run that returns writes its own ``complete``.
+
+    Args:
+        write_status: ``(status, **fields) -> None``: writes ``status.json``.
+        frames: the frames trained so far, for the warning after an interrupt.
+        folder: the run folder, which the warning tells how to resume.
+
+    Examples:
+        >>> seen = []
+        >>> try:
+        ...     with StatusOnExit(lambda s, **f: seen.append((s, sorted(f))), lambda: 0, Path()):
+        ...         raise ValueError("bad value")
+        ... except ValueError:
+        ...     pass
+        >>> seen
+        [('failed', ['error', 'traceback'])]
+    """
+
+    def __init__(
+        self, write_status: Callable[..., None], frames: Callable[[], int], folder: Path
+    ) -> None:
+        self.write_status = write_status
+        self.frames = frames
+        self.folder = folder
+
+    def __enter__(self) -> StatusOnExit:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        err: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
+        if err is None:
+            return False
+        if isinstance(err, KeyboardInterrupt):  # RunInterrupted too
+            name = signal.Signals(getattr(err, "signum", signal.SIGINT)).name
+            self.write_status("interrupted", signal=name)
+            log.warning(
+                "interrupted by %s at %d frames; continue with: marl-run --resume %s",
+                name,
+                self.frames(),
+                self.folder,
+            )
+        elif isinstance(err, SystemExit):
+            if err.code in (0, None):
+                # the process's owner ended it on purpose (Ray Tune ends a trial it stops
+                # with sys.exit(0)): not a failure, and the last checkpoint resumes it
+                self.write_status("stopped")
+            else:
+                self.write_status(
+                    "failed", error=f"SystemExit: {err.code}", traceback=traceback_tail(err)
+                )
+        else:
+            self.write_status(
+                "failed", error=f"{type(err).__name__}: {err}", traceback=traceback_tail(err)
+            )
+        return False  # never swallowed
 
 
 def held_run(folder: Path) -> str | None:
