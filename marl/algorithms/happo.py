@@ -36,10 +36,14 @@ from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.mappo import MAPPOConfig
-from marl.algorithms.updates import UpdateStats, clip_grad_norm_per_group_
+from marl.algorithms.updates import (
+    UpdateStats,
+    clip_grad_norm_per_group_,
+    shuffled_minibatches,
+)
 from marl.objectives import HAPPOLoss
 
-__all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo"]
+__all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo", "happo_round"]
 
 
 @dataclass
@@ -175,38 +179,27 @@ class HAPPOUpdater:
     ) -> list[dict[str, float]]:
         """One HAPPO update of every group in ``updaters``, one permutation over all agents.
 
+        The round is :func:`happo_round`'s; each updater is then told the order it ran in
+        (:meth:`record_order`).
+
         Returns:
             One log dict per updater: the means of its agents' and critic's loss terms
             and diagnostics, and ``correction_mean``/``correction_std``, the final ``M``'s.
         """
         if self not in updaters:
             raise ValueError("update_jointly must be given its own updater among the updaters")
-        data = [u._prepare(batch) for u in updaters]
-        n = data[0].numel()
-        factor = torch.ones(n, device=data[0].device)
-        agents = [(k, i) for k, u in enumerate(updaters) for i in range(u.n_agents)]
-        order = [agents[j] for j in torch.randperm(len(agents)).tolist()]
-        stats = [UpdateStats() for _ in updaters]
-        for k, i in order:
-            updater = updaters[k]
-            updater._agent_turn(data[k], i, factor, stats[k])
-            factor = factor * updater._loss.agent_ratio(data[k], i)
-        for updater, d, s in zip(updaters, data, stats):
-            updater._critic_update(d, s)
-        named = [(updaters[k].group, i) for k, i in order]
-        logs = []
-        for updater, s in zip(updaters, stats):
-            updater.last_order = named
-            logs.append(
-                {
-                    **s.means(),
-                    "correction_mean": factor.mean().item(),
-                    "correction_std": factor.std().item() if n > 1 else 0.0,
-                }
-            )
+        logs, order = happo_round(batch, updaters)
+        for updater in updaters:
+            updater.record_order(order)
         return logs
 
-    def _prepare(self, batch: TensorDictBase) -> TensorDictBase:
+    def record_order(self, order: Sequence[tuple[str, int]]) -> None:
+        """Keep the agents' order of the last update, ``(group, agent index)``, as
+        :attr:`last_order`."""
+        self.last_order = list(order)
+
+    # One round's steps, in the order happo_round calls them.
+    def prepare(self, batch: TensorDictBase) -> TensorDictBase:
         """The loss's entries, flattened, with the advantage standardized once for all turns."""
         data = batch.select(*self._keys, strict=False).reshape(-1)
         key = self._loss.tensor_keys.advantage
@@ -214,16 +207,37 @@ class HAPPOUpdater:
             data.set(key, self._loss.standardized_advantage(data))
         return data
 
-    def _minibatches(self, data: TensorDictBase, *extra: torch.Tensor):
-        """``epochs`` passes of shuffled minibatches (views of one gather per epoch)."""
-        n = data.numel()
-        size = min(self.minibatch_size, n)
-        for _ in range(self.epochs):
-            perm = torch.randperm(n, device=data.device)
-            shuffled, rest = data[perm], [t[perm] for t in extra]
-            for start in range(0, n - size + 1, size):
-                end = start + size
-                yield shuffled[start:end], *(t[start:end] for t in rest)
+    def agent_turn(
+        self, data: TensorDictBase, agent: int, factor: torch.Tensor, stats: UpdateStats
+    ) -> torch.Tensor:
+        """Agent ``agent``'s PPO epochs on ``M * A``; only its slice of the actor steps.
+
+        Args:
+            data: this group's :meth:`prepare` d entries.
+            agent: the agent's index in the group.
+            factor: ``M``, one per sample: the product of the ratios of the agents that
+                went before.
+            stats: collects the loss terms.
+
+        Returns:
+            ``M`` for the next agent: ``factor`` times this agent's new ratio.
+        """
+        for minibatch, mb_factor in shuffled_minibatches(
+            data, self.minibatch_size, self.epochs, factor
+        ):
+            self._optimizer.zero_grad(set_to_none=True)
+            terms = self._loss.actor_terms(minibatch, agent, mb_factor)
+            self._step(terms, [agent])
+            stats.add(terms.detach())
+        return factor * self._loss.agent_ratio(data, agent)
+
+    def critic_update(self, data: TensorDictBase, stats: UpdateStats) -> None:
+        """The critic's epochs on the value targets (the actors get no gradient)."""
+        for (minibatch,) in shuffled_minibatches(data, self.minibatch_size, self.epochs):
+            self._optimizer.zero_grad(set_to_none=True)
+            terms = self._loss.critic_terms(minibatch)
+            self._step(terms, None)
+            stats.add(terms.detach())
 
     def _step(self, terms: TensorDictBase, agents: list[int] | None) -> None:
         total = sum(v for k, v in terms.items() if k.startswith("loss_") and v.requires_grad)
@@ -234,24 +248,6 @@ class HAPPOUpdater:
             clip_grad_norm_per_group_(self._optimizer.param_groups, self.max_grad_norm)
         self._optimizer.step(agents=agents)
 
-    def _agent_turn(
-        self, data: TensorDictBase, agent: int, factor: torch.Tensor, stats: UpdateStats
-    ) -> None:
-        """Agent ``agent``'s PPO epochs on ``M * A``; only its slice of the actor steps."""
-        for minibatch, mb_factor in self._minibatches(data, factor):
-            self._optimizer.zero_grad(set_to_none=True)
-            terms = self._loss.actor_terms(minibatch, agent, mb_factor)
-            self._step(terms, [agent])
-            stats.add(terms.detach())
-
-    def _critic_update(self, data: TensorDictBase, stats: UpdateStats) -> None:
-        """The critic's epochs on the value targets (the actors get no gradient)."""
-        for (minibatch,) in self._minibatches(data):
-            self._optimizer.zero_grad(set_to_none=True)
-            terms = self._loss.critic_terms(minibatch)
-            self._step(terms, None)
-            stats.add(terms.detach())
-
     def state_dict(self) -> dict[str, Any]:
         """No state between batches: ``{}`` (the permutation is drawn from torch's
         generator, which a run's checkpoint saves)."""
@@ -259,6 +255,39 @@ class HAPPOUpdater:
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
         """Nothing to restore (see :meth:`state_dict`)."""
+
+
+def happo_round(
+    batch: TensorDictBase, updaters: Sequence[HAPPOUpdater]
+) -> tuple[list[dict[str, float]], list[tuple[str, int]]]:
+    """One HAPPO update of the groups of ``updaters`` (Kuba et al., 2022, Algorithm 1).
+
+    Every group's entries are :meth:`~HAPPOUpdater.prepare` d; ``M = 1`` per sample;
+    one ``torch.randperm`` orders the agents of all the groups; each agent in turn runs
+    its :meth:`~HAPPOUpdater.agent_turn` on ``M * A`` and multiplies ``M`` by its new
+    ratio; last, every critic trains (:meth:`~HAPPOUpdater.critic_update`).
+
+    Returns:
+        ``(logs, order)``: one log dict per updater (its loss terms' means,
+        ``correction_mean``/``correction_std`` of the final ``M``), and the agents as
+        ``(group, agent index)`` in the order they were updated.
+    """
+    data = [u.prepare(batch) for u in updaters]
+    n = data[0].numel()
+    factor = torch.ones(n, device=data[0].device)
+    agents = [(k, i) for k, u in enumerate(updaters) for i in range(u.n_agents)]
+    order = [agents[j] for j in torch.randperm(len(agents)).tolist()]
+    stats = [UpdateStats() for _ in updaters]
+    for k, i in order:
+        factor = updaters[k].agent_turn(data[k], i, factor, stats[k])
+    for updater, d, s in zip(updaters, data, stats):
+        updater.critic_update(d, s)
+    correction = {
+        "correction_mean": factor.mean().item(),
+        "correction_std": factor.std().item() if n > 1 else 0.0,
+    }
+    logs = [{**s.means(), **correction} for s in stats]
+    return logs, [(updaters[k].group, i) for k, i in order]
 
 
 def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:

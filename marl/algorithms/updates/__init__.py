@@ -29,7 +29,7 @@ from marl.algorithms.updates.off_policy import (
     off_policy_buffer,
     off_policy_learner,
 )
-from marl.algorithms.updates.on_policy import OnPolicyUpdater
+from marl.algorithms.updates.on_policy import OnPolicyUpdater, shuffled_minibatches
 from marl.algorithms.updates.report import compile_report
 
 __all__ = [
@@ -47,4 +47,5 @@ __all__ = [
     "make_optimizer",
     "off_policy_buffer",
     "off_policy_learner",
+    "shuffled_minibatches",
 ]

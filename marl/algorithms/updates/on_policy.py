@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import torch
@@ -11,7 +11,42 @@ from tensordict import TensorDictBase
 from marl.algorithms.contracts import AdvantageLoss
 from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
 
-__all__ = ["OnPolicyUpdater"]
+__all__ = ["OnPolicyUpdater", "shuffled_minibatches"]
+
+
+def shuffled_minibatches(
+    data: TensorDictBase, size: int, epochs: int, *extra: torch.Tensor
+) -> Iterator[tuple[Any, ...]]:
+    """``epochs`` passes over ``data`` (flat, ``[n]``) in shuffled minibatches of ``size``.
+
+    Each epoch gathers ``data`` (and each ``extra`` tensor, in the same order) once; its
+    minibatches are contiguous slices of that gather (views). An incomplete last
+    minibatch is dropped: a handful of samples gives a noisy step.
+
+    Args:
+        data: the samples, one batch dim.
+        size: samples per minibatch (``n`` at most: the whole batch when larger).
+        epochs: passes over the data.
+        *extra: ``[n, ...]`` tensors shuffled and cut alongside (HAPPO's correction ``M``).
+
+    Yields:
+        ``(minibatch, *extra_minibatches)``.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> data = TensorDict(x=torch.arange(10), batch_size=[10])
+        >>> parts = list(shuffled_minibatches(data, 4, epochs=2))
+        >>> len(parts), [tuple(mb.batch_size) for (mb,) in parts]
+        (4, [(4,), (4,), (4,), (4,)])
+    """
+    n = data.shape[0]
+    size = min(size, n)
+    for _ in range(epochs):
+        perm = torch.randperm(n, device=data.device)
+        shuffled, rest = data[perm], [t[perm] for t in extra]
+        for start in range(0, n - size + 1, size):
+            end = start + size
+            yield shuffled[start:end], *(t[start:end] for t in rest)
 
 
 class OnPolicyUpdater:
@@ -126,18 +161,13 @@ class OnPolicyUpdater:
         """``epochs`` passes of shuffled minibatches over the loss's entries of ``batch``."""
         if self._sequence_length is not None:
             data = self.sequences(batch)
-            n = data.shape[0]
-            size = min(max(1, self._minibatch_size // data.shape[1]), n)
+            size = max(1, self._minibatch_size // data.shape[1])
         else:
             data = batch.select(*self._keys, strict=False).reshape(-1)
-            n = data.numel()
-            size = min(self._minibatch_size, n)
+            size = self._minibatch_size
         stats = UpdateStats()
-        for _ in range(self._epochs):
-            # one gather per entry and epoch; the minibatches are views of it
-            shuffled = data[torch.randperm(n, device=data.device)]
-            for start in range(0, n - size + 1, size):
-                stats.add(self._step(shuffled[start : start + size]))
+        for (minibatch,) in shuffled_minibatches(data, size, self._epochs):
+            stats.add(self._step(minibatch))
         return stats.means()
 
     def state_dict(self) -> dict[str, Any]:
