@@ -20,7 +20,7 @@ from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import NetworkSpec, activation_class, make_network
-from marl.algorithms._policies import _action_dim, group_module, observation_inputs
+from marl.algorithms._policies import group_action_dim, group_module, observation_inputs
 from marl.modules import MLP
 from marl.specs import Composite
 
@@ -169,7 +169,7 @@ def centralized_critic(
     if with_action:
         keys.append(info.key("action"))
         ndims.append(len(info.action_shape) + 1)
-        size += info.n_agents * _action_dim(info)
+        size += info.n_agents * group_action_dim(info)
     spec = network if isinstance(network, NetworkSpec) else NetworkSpec(name=network)
     if spec.name != "mlp":
         # deepsets, gnn, cnn: the group's agents stay apart, each with its observation
@@ -178,7 +178,7 @@ def centralized_critic(
         if with_action:
             in_keys.append(info.key("action"))
             obs_ndims.append(len(info.action_shape))
-            in_size += _action_dim(info)
+            in_size += group_action_dim(info)
         net = make_network(
             info,
             in_size,

@@ -62,7 +62,7 @@ class IndependentNormal(D.Independent):
         return self.base_dist.loc
 
 
-class _CatNet(nn.Module):
+class CatNet(nn.Module):
     """Concatenate inputs over their feature dims, run ``net``, then ``post``.
 
     ``feature_ndims[i]`` trailing dims of input ``i`` are its features; they are
@@ -113,7 +113,7 @@ def group_module(
     the env writes one."""
     mask = bool(getattr(net, "takes_mask", False)) and info.has_agent_mask
     keys = [*in_keys, info.key("mask")] if mask else list(in_keys)
-    return TensorDictModule(_CatNet(net, feature_ndims, post, mask=mask), keys, list(out_keys))
+    return TensorDictModule(CatNet(net, feature_ndims, post, mask=mask), keys, list(out_keys))
 
 
 class _Scale(nn.Module):
@@ -164,7 +164,7 @@ def action_bounds(info: GroupInfo) -> tuple[torch.Tensor, torch.Tensor]:
     return low.to(info.device), high.to(info.device)
 
 
-def _action_dim(info: GroupInfo) -> int:
+def group_action_dim(info: GroupInfo) -> int:
     return math.prod(info.action_shape) if info.action_shape else 1
 
 
@@ -185,7 +185,7 @@ def actor_distribution(
     kwargs: dict = {}
     if info.action_space == "continuous":
         out, post, out_keys = (
-            2 * _action_dim(info),
+            2 * group_action_dim(info),
             NormalParamExtractor(),
             [key("loc"), key("scale")],
         )
@@ -267,7 +267,7 @@ def deterministic_actor(
     net = make_network(
         info,
         in_size,
-        _action_dim(info),
+        group_action_dim(info),
         cells,
         activation,
         network=network,
@@ -314,7 +314,7 @@ def state_action_value_critic(
     act_nd = len(info.action_shape)
     net = make_network(
         info,
-        in_size + _action_dim(info),
+        in_size + group_action_dim(info),
         1,
         cells,
         activation,

@@ -40,7 +40,7 @@ from marl.modules import (
     GRUModule,
     LSTMModule,
 )
-from marl.modules.recurrent import _RecurrentModule
+from marl.modules.recurrent import RecurrentModule
 
 __all__ = [
     "RECURRENT_NETWORKS",
@@ -53,7 +53,7 @@ __all__ = [
     "recurrent_stochastic_actor",
 ]
 
-RECURRENT_NETWORKS: dict[str, type[_RecurrentModule]] = {"gru": GRUModule, "lstm": LSTMModule}
+RECURRENT_NETWORKS: dict[str, type[RecurrentModule]] = {"gru": GRUModule, "lstm": LSTMModule}
 """The recurrent network names and their cells."""
 
 IS_INIT_KEY = "is_init"
@@ -93,7 +93,7 @@ def is_recurrent(module: nn.Module) -> bool:
         >>> is_recurrent(GRUModule(3, 4)), is_recurrent(nn.Linear(3, 4))
         (True, False)
     """
-    return any(isinstance(m, _RecurrentModule) for m in module.modules())
+    return any(isinstance(m, RecurrentModule) for m in module.modules())
 
 
 def check_init_tracker(env: EnvBase, what: str = "env") -> None:
@@ -111,7 +111,7 @@ def check_init_tracker(env: EnvBase, what: str = "env") -> None:
         )
 
 
-def check_recurrent(info: GroupInfo, network: str, share_params: bool) -> type[_RecurrentModule]:
+def check_recurrent(info: GroupInfo, network: str, share_params: bool) -> type[RecurrentModule]:
     """The cell class of ``network``, or a clear error for what the builders cannot make."""
     if network not in RECURRENT_NETWORKS:
         raise ValueError(
@@ -139,7 +139,7 @@ def _body(
     post: nn.Module | None = None,
 ) -> RecurrentModules:
     """``obs -> encoder -> rnn -> head`` in both modes (the two share every module)."""
-    from marl.algorithms._policies import _CatNet, activation_class, observation_inputs
+    from marl.algorithms._policies import CatNet, activation_class, observation_inputs
 
     cell_cls = check_recurrent(info, network, share_params)
     if not cells:
@@ -150,7 +150,7 @@ def _body(
         nn.Linear(in_size, width, device=info.device), activation_class(activation)()
     )
     embed, rnn_out = info.key(f"{hidden_name}_in"), info.key(f"{hidden_name}_out")
-    encoder = TensorDictModule(_CatNet(encoder_net, ndims), in_keys, [embed])
+    encoder = TensorDictModule(CatNet(encoder_net, ndims), in_keys, [embed])
     rnn_kwargs = dict(in_key=embed, out_key=rnn_out, hidden_key=info.key(hidden_name))
     rnn_step = cell_cls(width, width, is_init_key=IS_INIT_KEY, **rnn_kwargs).to(info.device)
     rnn_seq = cell_cls(width, width, is_init_key=IS_INIT_KEY, recurrent_mode=True, **rnn_kwargs)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
-from marl.algorithms.vdn import VDNConfig, _check_group, value_decomposition_learner
+from marl.algorithms.vdn import VDNConfig, check_mixed_group, value_decomposition_learner
 from marl.modules import QMixer
 from marl.specs import Composite
 
@@ -56,7 +56,7 @@ def build_qmix(info: GroupInfo, config: QMIXConfig) -> GroupLearner:
         >>> build_qmix(info, QMIXConfig()).loss.tensor_keys.state
         'state'
     """
-    _check_group(info, "qmix")
+    check_mixed_group(info, "qmix")
     c = config
     b = info.batch_dims
     if c.use_state and info.has_state:

@@ -100,7 +100,7 @@ def value_decomposition_learner(
     )
 
 
-def _check_group(info: GroupInfo, algorithm: str) -> None:
+def check_mixed_group(info: GroupInfo, algorithm: str) -> None:
     if info.name is None:
         raise ValueError(
             f"{algorithm} mixes the values of a group's agents; got a single-agent env"
@@ -127,7 +127,7 @@ def build_vdn(info: GroupInfo, config: VDNConfig) -> GroupLearner:
         >>> type(build_vdn(info, VDNConfig()).loss.mixer).__name__
         'VDNMixer'
     """
-    _check_group(info, "vdn")
+    check_mixed_group(info, "vdn")
     return value_decomposition_learner(info, config, VDNMixer(info.n_agents), algorithm="vdn")
 
 

@@ -69,7 +69,7 @@ def list_suites() -> list[str]:
     return sorted(p.stem for p in _suites_root().glob("*.yaml"))
 
 
-def _key(override: str) -> str:
+def override_key(override: str) -> str:
     """The config key an override sets: ``"+a.b=1"`` -> ``"a.b"``."""
     return override.split("=", 1)[0].lstrip("+~")
 
@@ -84,7 +84,7 @@ def merge_overrides(*groups: Sequence[str]) -> list[str]:
     merged: dict[str, str] = {}
     for group in groups:
         for override in group:
-            merged[_key(override)] = override
+            merged[override_key(override)] = override
     return list(merged.values())
 
 
@@ -123,7 +123,7 @@ class Run:
     def total_frames(self) -> int:
         """The ``experiment.total_frames`` of the run."""
         for override in reversed(self.overrides):
-            if _key(override) == "experiment.total_frames":
+            if override_key(override) == "experiment.total_frames":
                 return int(float(override.split("=", 1)[1]))
         raise ValueError(f"run {self.name} has no experiment.total_frames override")
 

@@ -26,7 +26,7 @@ __all__ = [
 ]
 
 
-def _check_nonempty(storage: Storage, batch_size: int) -> int:
+def check_nonempty(storage: Storage, batch_size: int) -> int:
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
     n = len(storage)
@@ -94,7 +94,7 @@ class RandomSampler(Sampler):
     """
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
-        n = _check_nonempty(storage, batch_size)
+        n = check_nonempty(storage, batch_size)
         return torch.randint(n, (batch_size,), generator=self.generator), {}
 
 
@@ -140,7 +140,7 @@ class SamplerWithoutReplacement(Sampler):
         self._pos = 0
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
-        n = _check_nonempty(storage, batch_size)
+        n = check_nonempty(storage, batch_size)
         if self.drop_last and n < batch_size:
             raise ValueError(
                 f"drop_last=True needs at least batch_size={batch_size} items, the buffer has {n}"
@@ -385,7 +385,7 @@ class PrioritizedSampler(Sampler):
         self._max_priority = max(self._max_priority, top)
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
-        _check_nonempty(storage, batch_size)
+        check_nonempty(storage, batch_size)
         if storage.max_size > self.capacity:
             raise ValueError(
                 f"PrioritizedSampler capacity={self.capacity} is smaller than the storage's "

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from marl.data.samplers import Sampler, _check_nonempty
+from marl.data.samplers import Sampler, check_nonempty
 from marl.data.storages import Storage, TensorStorage
 
 __all__ = ["SliceSampler"]
@@ -124,7 +124,7 @@ class SliceSampler(Sampler):
         return starts, lengths
 
     def sample(self, storage: Storage, batch_size: int) -> tuple[torch.Tensor, dict[str, Any]]:
-        _check_nonempty(storage, batch_size)
+        check_nonempty(storage, batch_size)
         num_slices, slice_len = self._shape(batch_size)
         starts, lengths = self._runs(storage)
         # Valid starts per run; each valid start is one equally likely slice.

@@ -354,10 +354,10 @@ def task_available(name: str) -> bool:
     if family == "mamujoco" and importlib.util.find_spec("mujoco") is None:
         return False
     if family == "pettingzoo":
-        from marl.envs.libs.pettingzoo import _find_task
+        from marl.envs.libs.pettingzoo import find_task
 
         try:
-            _find_task(config["env"]["task"])
+            find_task(config["env"]["task"])
         except (ImportError, ValueError):
             return False
     if family == "meltingpot" and importlib.util.find_spec("dmlab2d") is None:

@@ -184,7 +184,7 @@ def help_text(config_name: str, args: Sequence[str]) -> str | None:
 
 
 # ------------------------------------------------------------------ overrides
-def _parse(overrides: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
+def parse_overrides(overrides: Sequence[str]) -> list[tuple[tuple[str, ...], bool]]:
     """``(key path, is a config-group choice)`` of each hydra override."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
@@ -240,7 +240,7 @@ def _flat_algorithm_settings(
     return [f"{k}={v}" for k, v in flat.items()]
 
 
-def _algorithm_choice(
+def algorithm_choice(
     node: Mapping[str, Any], given: list[tuple[tuple[str, ...], bool]] | None = None
 ) -> tuple[Any, Any]:
     """``(algorithm, algorithm_config)`` for :class:`Experiment` from the ``algorithm`` node."""
@@ -306,8 +306,8 @@ def run_config(
     from marl.experiment.experiment import Experiment
 
     data = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    given = _parse(overrides) if overrides is not None else None
-    algorithm, algorithm_config = _algorithm_choice(data["algorithm"], given)
+    given = parse_overrides(overrides) if overrides is not None else None
+    algorithm, algorithm_config = algorithm_choice(data["algorithm"], given)
     experiment = dict(data.get("experiment") or {})
     if folder is not None:
         experiment["save_folder"] = str(folder)
@@ -413,7 +413,7 @@ def _refuse_a_folder_with_a_run(args: list[str], program: str = "marl-run") -> N
         )
 
 
-def _prepare_resume(
+def prepare_resume(
     args: list[str], restore_key: str = "experiment.restore_file", program: str = "marl-run"
 ) -> list[str]:
     """Turn ``--resume <folder>`` and ``experiment.restore_file=<checkpoint>`` into overrides
@@ -479,8 +479,8 @@ _NO_RUN = ("-c", "--cfg", "-h", "--help", "--hydra-help", "-i", "--info", "-sc")
 _NO_RUN_PREFIXES = ("--cfg=", "--info=", "--shell-completion")
 
 
-def _lock_run_dir(args: list[str]) -> Any:
-    """Hold the run folder that ``hydra.run.dir`` names (``_prepare_resume`` sets it for a
+def lock_run_dir(args: list[str]) -> Any:
+    """Hold the run folder that ``hydra.run.dir`` names (``prepare_resume`` sets it for a
     resume) before hydra starts, which writes ``.hydra/`` and the log there first; the
     :class:`~marl.experiment.Experiment` that hydra then runs in this process joins the
     hold (:mod:`marl.experiment.runlock`). ``None`` when the folder is not known yet
@@ -505,7 +505,7 @@ def _lock_run_dir(args: list[str]) -> Any:
 def main() -> None:
     """Entry point of ``marl-run``."""
     try:
-        args = _prepare_resume(sys.argv[1:])
+        args = prepare_resume(sys.argv[1:])
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
@@ -515,7 +515,7 @@ def main() -> None:
         print(text)
         return
     try:
-        lock = _lock_run_dir(args)
+        lock = lock_run_dir(args)
     except FileExistsError as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)

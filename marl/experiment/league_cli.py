@@ -73,17 +73,17 @@ def compose_league_config(overrides: list[str] | tuple[str, ...] = ()) -> Any:
 
 def _given(overrides: list[str]) -> list[tuple[str, ...]]:
     """The key paths the command line set (``algorithm=iql`` -> ``("algorithm",)``)."""
-    from marl.experiment.cli import _parse
+    from marl.experiment.cli import parse_overrides
 
-    return [path for path, _ in _parse(overrides)]
+    return [path for path, _ in parse_overrides(overrides)]
 
 
 def main() -> None:
     """Entry point of ``marl-league``."""
-    from marl.experiment.cli import _lock_run_dir, _prepare_resume
+    from marl.experiment.cli import lock_run_dir, prepare_resume
 
     try:
-        args = _prepare_resume(sys.argv[1:], restore_key=RESTORE_KEY, program=PROGRAM)
+        args = prepare_resume(sys.argv[1:], restore_key=RESTORE_KEY, program=PROGRAM)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         sys.stderr.write(f"{PROGRAM}: {err}\n")
         sys.exit(2)
@@ -106,7 +106,7 @@ def main() -> None:
         print(text)
         return
     try:
-        lock = _lock_run_dir(args)  # a live league's folder: refused before hydra writes
+        lock = lock_run_dir(args)  # a live league's folder: refused before hydra writes
     except FileExistsError as err:
         sys.stderr.write(f"{PROGRAM}: {err}\n")
         sys.exit(2)

@@ -31,7 +31,7 @@ def _next(key: NestedKey) -> tuple[str, ...]:
     return ("next", *(key if isinstance(key, tuple) else (key,)))
 
 
-class _RecurrentModule(TensorDictModuleBase):
+class RecurrentModule(TensorDictModuleBase):
     _rnn_cls: type[nn.RNNBase]
     _state_names: tuple[str, ...]
 
@@ -59,7 +59,7 @@ class _RecurrentModule(TensorDictModuleBase):
         self.in_keys = [in_key, is_init_key, *self.hidden_keys]
         self.out_keys = [out_key, *(_next(k) for k in self.hidden_keys)]
 
-    def set_recurrent_mode(self, mode: bool = True) -> _RecurrentModule:
+    def set_recurrent_mode(self, mode: bool = True) -> RecurrentModule:
         """Switch between step mode (``False``) and sequence mode (``True``); returns self."""
         self.recurrent_mode = mode
         return self
@@ -150,7 +150,7 @@ class _RecurrentModule(TensorDictModuleBase):
         return td
 
 
-class GRUModule(_RecurrentModule):
+class GRUModule(RecurrentModule):
     """A GRU whose hidden state lives in the TensorDict (``hidden_key``, ``[*B, L, H]``).
 
     Args:
@@ -175,7 +175,7 @@ class GRUModule(_RecurrentModule):
     _state_names = ("h",)
 
 
-class LSTMModule(_RecurrentModule):
+class LSTMModule(RecurrentModule):
     """An LSTM whose states live in the TensorDict (``<hidden_key>_h`` and ``<hidden_key>_c``).
 
     Args:

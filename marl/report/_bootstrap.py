@@ -42,7 +42,7 @@ class Profile:
     high: np.ndarray
 
 
-def _as_tasks(scores: TaskScores) -> list[np.ndarray]:
+def as_task_arrays(scores: TaskScores) -> list[np.ndarray]:
     if isinstance(scores, Mapping):
         columns = list(scores.values())
     elif isinstance(scores, np.ndarray) and scores.ndim == 2:
@@ -64,15 +64,15 @@ def _as_tasks(scores: TaskScores) -> list[np.ndarray]:
     return out
 
 
-def _flat(tasks: list[np.ndarray]) -> np.ndarray:
+def flatten_tasks(tasks: list[np.ndarray]) -> np.ndarray:
     return np.concatenate(tasks)
 
 
-def _rng(rng: RngLike) -> np.random.Generator:
+def as_generator(rng: RngLike) -> np.random.Generator:
     return rng if isinstance(rng, np.random.Generator) else np.random.default_rng(rng)
 
 
-def _chunks(reps: int, progress: bool, desc: str) -> Iterator[int]:
+def rep_chunks(reps: int, progress: bool, desc: str) -> Iterator[int]:
     """Yield block sizes summing to ``reps``, under a tqdm bar when asked and installed."""
     if reps < 1:
         raise ValueError(f"reps must be >= 1, got {reps}")
@@ -96,12 +96,14 @@ def _chunks(reps: int, progress: bool, desc: str) -> Iterator[int]:
         bar.close()
 
 
-def _resample(tasks: list[np.ndarray], size: int, rng: np.random.Generator) -> list[np.ndarray]:
+def resample_tasks(
+    tasks: list[np.ndarray], size: int, rng: np.random.Generator
+) -> list[np.ndarray]:
     """``size`` stratified replicates: runs resampled within each task, ``[size, n_runs]`` per task."""
     return [t[rng.integers(0, t.size, size=(size, t.size))] for t in tasks]
 
 
-def _percentiles(boot: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+def percentile_bounds(boot: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1), got {confidence}")
     alpha = 100.0 * (1.0 - confidence) / 2.0

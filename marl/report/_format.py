@@ -15,7 +15,7 @@ RETURN_KEY = "return"
 ABSOLUTE_KEY = "absolute_metrics"
 STEP_COUNT_KEY = "step_count"
 ELAPSED_KEY = "elapsed_time"
-_STEP_RE = re.compile(r"^step_(\d+)$")
+STEP_RE = re.compile(r"^step_(\d+)$")
 
 
 class ResultsFormatError(ValueError):
@@ -65,7 +65,7 @@ class Evaluation:
     elapsed_time: float | None = None
 
 
-def _numbers(values: Any, where: str) -> list[float]:
+def finite_numbers(values: Any, where: str) -> list[float]:
     """Validate a non-empty list of finite numbers; ``where`` names it in errors."""
     if hasattr(values, "tolist") and not isinstance(values, (str, bytes)):
         values = values.tolist()  # numpy arrays and CPU torch tensors, without importing torch

@@ -14,16 +14,16 @@ import numpy as np
 
 from marl.atomic import atomic_write_json
 from marl.report._format import (
-    _STEP_RE,
     ABSOLUTE_KEY,
     ELAPSED_KEY,
     RESULTS_FILENAME,
     RETURN_KEY,
     STEP_COUNT_KEY,
+    STEP_RE,
     Evaluation,
     ResultsFormatError,
     RunKey,
-    _numbers,
+    finite_numbers,
 )
 
 
@@ -122,7 +122,7 @@ def _parse_metrics(node: Any, where: str) -> dict[str, np.ndarray]:
     for name, values in _mapping(node, where, "metrics").items():
         if name in (STEP_COUNT_KEY, ELAPSED_KEY):
             continue
-        metrics[name] = np.asarray(_numbers(values, f"{where}/{name}"), dtype=np.float64)
+        metrics[name] = np.asarray(finite_numbers(values, f"{where}/{name}"), dtype=np.float64)
     if RETURN_KEY not in metrics:
         raise ResultsFormatError(f"{where}: missing {RETURN_KEY!r}")
     return metrics
@@ -138,7 +138,7 @@ def _parse_run(
         if name == ABSOLUTE_KEY:
             absolute = _parse_metrics(entry, at)
             continue
-        m = _STEP_RE.match(name)
+        m = STEP_RE.match(name)
         if m is None:
             raise ResultsFormatError(f"{at}: expected 'step_<int>' or {ABSOLUTE_KEY!r}")
         entry = _mapping(entry, at, "metrics")

@@ -10,9 +10,9 @@ import numpy as np
 from marl.report import stats
 from marl.report.report import (
     ReportConfig,
-    _resolve_bounds,
     evaluation_scores,
     final_scores,
+    resolve_bounds,
     run_statuses,
 )
 from marl.report.results import ResultsTable
@@ -111,7 +111,7 @@ def compare_results(
         )
     values_a = evaluation_scores(table_a, config.metric)
     values_b = evaluation_scores(table_b, config.metric)
-    overrides, _ = _resolve_bounds(config, tasks)
+    overrides, _ = resolve_bounds(config, tasks)
     both = {t: np.concatenate([values_a[t], values_b[t]]) for t in tasks}
     bounds = stats.min_max_bounds(both, overrides)
     rng = np.random.default_rng(config.seed)

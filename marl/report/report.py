@@ -383,7 +383,7 @@ def _curves(table: ResultsTable, metric: str, confidence: float) -> dict[str, di
     return out
 
 
-def _resolve_bounds(
+def resolve_bounds(
     config: ReportConfig, task_ids: Sequence[str]
 ) -> tuple[dict[str, Sequence[float]], dict[str, str]]:
     """Map user bounds given as ``"env/task"`` or plain ``"task"`` to task ids."""
@@ -459,7 +459,7 @@ def build_report(
     statuses, missing = run_statuses(table, config.total_frames, planned)
     raw, notes = final_scores(table, config, statuses)
     task_ids = table.task_ids
-    overrides, bound_sources = _resolve_bounds(config, task_ids)
+    overrides, bound_sources = resolve_bounds(config, task_ids)
     values = evaluation_scores(table, config.metric)
     bounds = stats.min_max_bounds({t: values[t] for t in task_ids if t in values}, overrides)
     normalized: dict[str, dict[str, np.ndarray]] = defaultdict(dict)

@@ -59,7 +59,7 @@ from marl.report._format import (
     Evaluation,
     ResultsFormatError,
     RunKey,
-    _numbers,
+    finite_numbers,
 )
 from marl.report._reader import ResultsTable, find_results_files, load_results
 
@@ -139,11 +139,11 @@ class RunResults:
                 f"{where}: step_count {step_count} must be >= 0 and >= the previous one ({last})"
             )
         entry: dict[str, Any] = {STEP_COUNT_KEY: int(step_count)}
-        entry[RETURN_KEY] = _numbers(returns, f"{where}/{RETURN_KEY}")
+        entry[RETURN_KEY] = finite_numbers(returns, f"{where}/{RETURN_KEY}")
         for group, values in (group_returns or {}).items():
-            entry[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/{RETURN_KEY}")
+            entry[f"{group}/{RETURN_KEY}"] = finite_numbers(values, f"{where}/{group}/{RETURN_KEY}")
         for name, values in metrics.items():
-            entry[name] = _numbers(values, f"{where}/{name}")
+            entry[name] = finite_numbers(values, f"{where}/{name}")
         if elapsed_time is not None:
             entry[ELAPSED_KEY] = float(elapsed_time)
         self._steps.append(entry)
@@ -188,9 +188,9 @@ class RunResults:
                     f"{where}/{STEP_COUNT_KEY}: expected an int >= 0, got {step_count!r}"
                 )
             absolute[STEP_COUNT_KEY] = int(step_count)
-        absolute[RETURN_KEY] = _numbers(returns, f"{where}/{RETURN_KEY}")
+        absolute[RETURN_KEY] = finite_numbers(returns, f"{where}/{RETURN_KEY}")
         for group, values in (group_returns or {}).items():
-            absolute[f"{group}/{RETURN_KEY}"] = _numbers(values, f"{where}/{group}/return")
+            absolute[f"{group}/{RETURN_KEY}"] = finite_numbers(values, f"{where}/{group}/return")
         self._absolute = absolute
 
     def truncate(self, max_step_count: int) -> None:

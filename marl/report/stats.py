@@ -38,12 +38,12 @@ from marl.report._bootstrap import (
     Profile,
     RngLike,
     TaskScores,
-    _as_tasks,
-    _chunks,
-    _flat,
-    _percentiles,
-    _resample,
-    _rng,
+    as_generator,
+    as_task_arrays,
+    flatten_tasks,
+    percentile_bounds,
+    rep_chunks,
+    resample_tasks,
 )
 from marl.report.intervals import mean_confidence_interval, min_max_bounds, normalize, t_quantile
 
@@ -128,7 +128,7 @@ def iqm(scores: TaskScores) -> float:
         >>> iqm([[0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 100.0]])
         3.5
     """
-    return _point(_iqm, _as_tasks(scores))
+    return _point(_iqm, as_task_arrays(scores))
 
 
 def optimality_gap(scores: TaskScores, gamma: float = 1.0) -> float:
@@ -138,7 +138,7 @@ def optimality_gap(scores: TaskScores, gamma: float = 1.0) -> float:
         >>> optimality_gap([[0.5, 1.5]])
         0.25
     """
-    return _point(lambda ts: _optimality_gap(ts, gamma), _as_tasks(scores))
+    return _point(lambda ts: _optimality_gap(ts, gamma), as_task_arrays(scores))
 
 
 # ----------------------------------------------------------------- bootstrap estimates
@@ -204,18 +204,18 @@ def aggregate_metrics(
         (Interval(point=1.0, low=1.0, high=1.0), 0.0)
     """
     metrics = AGGREGATE_METRICS if metrics is None else metrics
-    gen = _rng(rng)
+    gen = as_generator(rng)
     out: dict[str, dict[str, Interval]] = {}
     for algo, algo_scores in scores.items():
-        tasks = _as_tasks(algo_scores)
+        tasks = as_task_arrays(algo_scores)
         boots: dict[str, list[np.ndarray]] = {m: [] for m in metrics}
-        for size in _chunks(reps, progress, f"bootstrap {algo}"):
-            sample = _resample(tasks, size, gen)
+        for size in rep_chunks(reps, progress, f"bootstrap {algo}"):
+            sample = resample_tasks(tasks, size, gen)
             for name, fn in metrics.items():
                 boots[name].append(fn(sample))
         out[algo] = {}
         for name, fn in metrics.items():
-            low, high = _percentiles(np.concatenate(boots[name]), confidence)
+            low, high = percentile_bounds(np.concatenate(boots[name]), confidence)
             out[algo][name] = Interval(_point(fn, tasks), float(low), float(high))
     return out
 
@@ -247,16 +247,16 @@ def performance_profile(
         [1.0, 0.5, 0.0]
     """
     taus = np.asarray(taus, dtype=np.float64)
-    gen = _rng(rng)
+    gen = as_generator(rng)
     out = {}
     for algo, algo_scores in scores.items():
-        tasks = _as_tasks(algo_scores)
-        point = (_flat(tasks)[:, None] > taus).mean(0)
+        tasks = as_task_arrays(algo_scores)
+        point = (flatten_tasks(tasks)[:, None] > taus).mean(0)
         boot = [
-            (np.concatenate(_resample(tasks, size, gen), -1)[..., None] > taus).mean(1)
-            for size in _chunks(reps, progress, f"profile {algo}")
+            (np.concatenate(resample_tasks(tasks, size, gen), -1)[..., None] > taus).mean(1)
+            for size in rep_chunks(reps, progress, f"profile {algo}")
         ]
-        low, high = _percentiles(np.concatenate(boot), confidence)
+        low, high = percentile_bounds(np.concatenate(boot), confidence)
         out[algo] = Profile(taus, point, low, high)
     return out
 
@@ -266,8 +266,8 @@ def _paired_tasks(x: TaskScores, y: TaskScores) -> tuple[list[np.ndarray], list[
         common = [t for t in x if t in y]
         if not common:
             raise ValueError("probability of improvement: the two score sets share no task")
-        return _as_tasks([x[t] for t in common]), _as_tasks([y[t] for t in common])
-    xs, ys = _as_tasks(x), _as_tasks(y)
+        return as_task_arrays([x[t] for t in common]), as_task_arrays([y[t] for t in common])
+    xs, ys = as_task_arrays(x), as_task_arrays(y)
     if len(xs) != len(ys):
         raise ValueError(f"probability of improvement: {len(xs)} tasks for X but {len(ys)} for Y")
     return xs, ys
@@ -313,11 +313,11 @@ def probability_of_improvement_ci(
 ) -> Interval:
     """``P(X > Y)`` with a CI from independent stratified bootstraps of X and Y."""
     xs, ys = _paired_tasks(x, y)
-    gen = _rng(rng)
+    gen = as_generator(rng)
     boot = []
-    for size in _chunks(reps, progress, "probability of improvement"):
-        boot.append(_poi_rows(_resample(xs, size, gen), _resample(ys, size, gen)))
-    low, high = _percentiles(np.concatenate(boot), confidence)
+    for size in rep_chunks(reps, progress, "probability of improvement"):
+        boot.append(_poi_rows(resample_tasks(xs, size, gen), resample_tasks(ys, size, gen)))
+    low, high = percentile_bounds(np.concatenate(boot), confidence)
     return Interval(float(_poi_rows(xs, ys)), float(low), float(high))
 
 
@@ -343,7 +343,7 @@ def pairwise_probability_of_improvement(
     Returns:
         ``(X, Y)`` -> (``P(X > Y)`` with CI, number of common tasks).
     """
-    gen = _rng(rng)
+    gen = as_generator(rng)
     out = {}
     for a, b in itertools.combinations(scores, 2):
         common = [t for t in scores[a] if t in scores[b]]
@@ -370,12 +370,12 @@ def bootstrap_difference(
         Interval(point=2.0, low=2.0, high=2.0)
     """
     fn = AGGREGATE_METRICS[statistic] if isinstance(statistic, str) else statistic
-    xs, ys = _as_tasks(x), _as_tasks(y)
-    gen = _rng(rng)
+    xs, ys = as_task_arrays(x), as_task_arrays(y)
+    gen = as_generator(rng)
     boot = [
-        fn(_resample(ys, size, gen)) - fn(_resample(xs, size, gen))
-        for size in _chunks(reps, False, "")
+        fn(resample_tasks(ys, size, gen)) - fn(resample_tasks(xs, size, gen))
+        for size in rep_chunks(reps, False, "")
     ]
-    low, high = _percentiles(np.concatenate(boot), confidence)
+    low, high = percentile_bounds(np.concatenate(boot), confidence)
     point = _point(fn, ys) - _point(fn, xs)
     return Interval(float(point), float(low), float(high))

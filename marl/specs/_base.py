@@ -17,7 +17,7 @@ DeviceLike = torch.device | str | int | None
 ShapeLike = int | Sequence[int] | torch.Size
 
 
-def _size(shape: ShapeLike | None) -> torch.Size:
+def as_size(shape: ShapeLike | None) -> torch.Size:
     if shape is None:
         return torch.Size([])
     if isinstance(shape, int):
@@ -29,7 +29,7 @@ def _device(device: DeviceLike) -> torch.device:
     return torch.device("cpu") if device is None else torch.device(device)
 
 
-def _key(key: NestedKey) -> tuple[str, ...]:
+def as_key_tuple(key: NestedKey) -> tuple[str, ...]:
     if isinstance(key, str):
         return (key,)
     if isinstance(key, tuple) and key and all(isinstance(k, str) for k in key):
@@ -47,7 +47,7 @@ class TensorSpec:
     """
 
     def __init__(self, shape: ShapeLike, dtype: torch.dtype, device: DeviceLike = None) -> None:
-        self.shape = _size(shape)
+        self.shape = as_size(shape)
         self.dtype = dtype
         self.device = _device(device)
 
@@ -86,7 +86,7 @@ class TensorSpec:
 
         ``Unbounded(shape=(3,)).expand(8, 3)`` has shape ``(8, 3)``.
         """
-        new = _size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        new = as_size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new) < len(self.shape) or (
             len(self.shape) and tuple(new[-len(self.shape) :]) != tuple(self.shape)
         ):

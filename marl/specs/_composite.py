@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.specs._base import DeviceLike, NestedKey, ShapeLike, TensorSpec, _key, _size
+from marl.specs._base import DeviceLike, NestedKey, ShapeLike, TensorSpec, as_key_tuple, as_size
 
 # Counts every entry set into or deleted from any Composite. A cache of a
 # composite's keys (EnvBase keeps one: its per-step key lookups) stays valid
@@ -50,7 +50,7 @@ class Composite:
         shape: ShapeLike = (),
         device: DeviceLike = None,
     ) -> None:
-        self.shape = _size(shape)
+        self.shape = as_size(shape)
         self.device = None if device is None else torch.device(device)
         self._specs: dict[str, TensorSpec | Composite] = {}
         for key, spec in (specs or {}).items():
@@ -58,7 +58,7 @@ class Composite:
 
     # ----------------------------------------------------------- access
     def __getitem__(self, key: NestedKey) -> TensorSpec | Composite:
-        parts = _key(key)
+        parts = as_key_tuple(key)
         node: Any = self
         for i, part in enumerate(parts):
             if not isinstance(node, Composite) or part not in node._specs:
@@ -70,7 +70,7 @@ class Composite:
         return node
 
     def __setitem__(self, key: NestedKey, spec: TensorSpec | Composite) -> None:
-        parts = _key(key)
+        parts = as_key_tuple(key)
         if not isinstance(spec, (TensorSpec, Composite)):
             raise TypeError(f"spec at {key!r} must be a TensorSpec or Composite, got {type(spec)}")
         node = self
@@ -92,7 +92,7 @@ class Composite:
         _bump_structure_version()
 
     def __delitem__(self, key: NestedKey) -> None:
-        parts = _key(key)
+        parts = as_key_tuple(key)
         parent = self[parts[:-1]] if len(parts) > 1 else self
         del parent._specs[parts[-1]]
         _bump_structure_version()
@@ -125,7 +125,8 @@ class Composite:
                 out.append(k)
             if include_nested and is_comp:
                 out.extend(
-                    (k, *_key(sub)) for sub in v.keys(include_nested=True, leaves_only=leaves_only)
+                    (k, *as_key_tuple(sub))
+                    for sub in v.keys(include_nested=True, leaves_only=leaves_only)
                 )
         return out
 
@@ -187,7 +188,7 @@ class Composite:
     # ----------------------------------------------------------- transforms
     def expand(self, *shape: int | Sequence[int]) -> Composite:
         """Prepend batch dims to the composite and every child."""
-        new = _size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
+        new = as_size(shape[0] if len(shape) == 1 and not isinstance(shape[0], int) else shape)
         if len(new) < len(self.shape) or (
             len(self.shape) and tuple(new[-len(self.shape) :]) != tuple(self.shape)
         ):

@@ -9,7 +9,7 @@ from typing import Any
 
 import torch
 
-from marl.specs._base import DeviceLike, ShapeLike, TensorSpec, _size
+from marl.specs._base import DeviceLike, ShapeLike, TensorSpec, as_size
 
 
 class Unbounded(TensorSpec):
@@ -210,7 +210,7 @@ class OneHot(_Discrete):
         device: DeviceLike = None,
         mask: torch.Tensor | None = None,
     ) -> None:
-        shape = _size(shape) if shape is not None else torch.Size([n])
+        shape = as_size(shape) if shape is not None else torch.Size([n])
         if not shape or shape[-1] != n:
             raise ValueError(f"OneHot shape must end with n={n}, got {tuple(shape)}")
         super().__init__(shape, dtype, device)
@@ -260,7 +260,7 @@ class MultiCategorical(TensorSpec):
         device: DeviceLike = None,
     ) -> None:
         nvec_t = torch.as_tensor(nvec, dtype=torch.long).reshape(-1)
-        shape = _size(shape) if shape is not None else torch.Size([nvec_t.numel()])
+        shape = as_size(shape) if shape is not None else torch.Size([nvec_t.numel()])
         if not shape or shape[-1] != nvec_t.numel():
             raise ValueError(
                 f"MultiCategorical shape must end with len(nvec)={nvec_t.numel()}, got {tuple(shape)}"
@@ -304,7 +304,7 @@ class Binary(TensorSpec):
             if n is None:
                 raise ValueError("Binary needs n or shape")
             shape = (n,)
-        shape = _size(shape)
+        shape = as_size(shape)
         if n is not None and (not shape or shape[-1] != n):
             raise ValueError(f"Binary shape must end with n={n}, got {tuple(shape)}")
         super().__init__(shape, dtype, device)

@@ -86,10 +86,10 @@ def _experiment(
     cfg: Mapping[str, Any], folder: Path, plan: MemberPlan, callbacks: Sequence[Any]
 ) -> Any:
     """The member's :class:`Experiment` from a composed marl-run config (not run)."""
-    from marl.experiment.cli import _algorithm_choice
+    from marl.experiment.cli import algorithm_choice
     from marl.experiment.experiment import Experiment
 
-    algorithm, algorithm_config = _algorithm_choice(cfg["algorithm"])
+    algorithm, algorithm_config = algorithm_choice(cfg["algorithm"])
     experiment = dict(cfg.get("experiment") or {})
     experiment.update(
         save_folder=str(folder),

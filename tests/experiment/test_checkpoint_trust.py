@@ -26,7 +26,7 @@ from marl.experiment.checkpoint import (
     UntrustedCheckpointError,
     load_checkpoint,
 )
-from marl.experiment.cli import _prepare_resume
+from marl.experiment.cli import prepare_resume
 from marl.experiment.league_run import load_league_checkpoint
 from marl.experiment.resume import RUN_FILE, load_resumable, read_run_id
 from marl.testing import MultiAgentFakeEnv
@@ -251,9 +251,9 @@ def test_a_symlinked_checkpoint_is_refused(runs, tmp_path):
     with pytest.raises(CheckpointError, match="symbolic link"):
         Experiment.resume(folder, {"total_frames": 99999}, task=fake_task)
     with pytest.raises(ValueError, match="symbolic link"):
-        _prepare_resume(["--resume", str(folder)])
+        prepare_resume(["--resume", str(folder)])
     with pytest.raises(ValueError, match="symbolic link"):
-        _prepare_resume([f"experiment.restore_file={link}"])
+        prepare_resume([f"experiment.restore_file={link}"])
     assert snapshot(folder) == before and snapshot(other) == before_other
 
 

@@ -9,7 +9,7 @@ import yaml
 from hydra.errors import ConfigCompositionException
 
 from marl.experiment import Experiment
-from marl.experiment.cli import _prepare_resume, compose_config, run_config
+from marl.experiment.cli import compose_config, prepare_resume, run_config
 
 SMALL = dict(
     num_envs=2,
@@ -152,18 +152,18 @@ def test_prepare_resume_runs_in_the_checkpoints_folder(vmas_run, tmp_path):
     # a folder stays a folder: its newest intact checkpoint is chosen when it loads
     assert newest.is_file()
     from_folder = ["seed=7", f"experiment.restore_file={vmas_run.resolve()}", *tail]
-    assert _prepare_resume(["seed=7", "--resume", str(vmas_run)]) == from_folder
-    assert _prepare_resume(["seed=7", f"--resume={vmas_run}"]) == from_folder
+    assert prepare_resume(["seed=7", "--resume", str(vmas_run)]) == from_folder
+    assert prepare_resume(["seed=7", f"--resume={vmas_run}"]) == from_folder
     from_file = ["seed=7", f"experiment.restore_file={latest}", *tail]
-    assert _prepare_resume(["seed=7", f"experiment.restore_file={latest}"]) == from_file
-    assert _prepare_resume(["seed=7"]) == ["seed=7"]
-    assert _prepare_resume(["experiment.restore_file=null"]) == ["experiment.restore_file=null"]
-    given = _prepare_resume(["--resume", str(vmas_run), f"hydra.run.dir={tmp_path}"])
+    assert prepare_resume(["seed=7", f"experiment.restore_file={latest}"]) == from_file
+    assert prepare_resume(["seed=7"]) == ["seed=7"]
+    assert prepare_resume(["experiment.restore_file=null"]) == ["experiment.restore_file=null"]
+    given = prepare_resume(["--resume", str(vmas_run), f"hydra.run.dir={tmp_path}"])
     assert f"hydra.run.dir={tmp_path}" in given and f"hydra.run.dir={vmas_run}" not in given
     spaced = tmp_path / "a b" / "checkpoints"
     spaced.mkdir(parents=True)
     (spaced / "latest.pt").write_bytes(b"")
-    assert f"hydra.run.dir='{tmp_path}/a b'" in _prepare_resume(["--resume", str(spaced.parent)])
+    assert f"hydra.run.dir='{tmp_path}/a b'" in prepare_resume(["--resume", str(spaced.parent)])
 
 
 def test_resume_picks_the_newest_checkpoint_of_a_folder(tmp_path):
@@ -193,5 +193,5 @@ def test_resume_picks_the_newest_checkpoint_of_a_folder(tmp_path):
 def test_prepare_resume_errors(args, message, vmas_run, tmp_path):
     args = [a.format(run=vmas_run, empty=tmp_path) for a in args]
     with pytest.raises((ValueError, FileNotFoundError)) as err:
-        _prepare_resume(args)
+        prepare_resume(args)
     assert message.format(empty=tmp_path, run=vmas_run) in str(err.value)

@@ -28,7 +28,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from marl.bench.suite import Run, Suite, _key
+from marl.bench.suite import Run, Suite, override_key
 from marl.report.baselines import (
     BASELINES_FILENAME,
     POLICIES,
@@ -119,7 +119,7 @@ class EvalSettings:
 def _value(overrides: Sequence[str], key: str) -> str | None:
     """The value the last override of ``key`` sets (``None``: not set)."""
     for override in reversed(overrides):
-        if _key(override) == key and "=" in override:
+        if override_key(override) == key and "=" in override:
             return override.split("=", 1)[1]
     return None
 
@@ -142,7 +142,7 @@ def evaluation_settings(runs: Iterable[Run]) -> dict[Run, EvalSettings | str | N
     with initialize_config_dir(config_dir=str(CONF_DIR), version_base="1.3"):
         for run in runs:
             # the seed does not change the rest of the config: compose once per rest
-            rest = tuple(o for o in run.overrides if _key(o) != "seed")
+            rest = tuple(o for o in run.overrides if override_key(o) != "seed")
             if rest not in composed:
                 try:
                     composed[rest] = compose("config", overrides=list(rest))

@@ -42,7 +42,7 @@ def numpy_to_torch_dtype(dtype: Any) -> torch.dtype:
     return torch.from_numpy(np.empty(0, dtype=dtype)).dtype
 
 
-def _kind(space: Any) -> str:
+def space_kind(space: Any) -> str:
     for cls in type(space).__mro__:
         if cls.__name__ in ("Box", "Discrete", "MultiDiscrete", "MultiBinary", "Dict", "Tuple"):
             return cls.__name__
@@ -83,7 +83,7 @@ def space_to_spec(
         torch.Size([4])
     """
     batch = tuple(batch)
-    kind = _kind(space)
+    kind = space_kind(space)
     if kind == "Box":
         dtype = numpy_to_torch_dtype(space.dtype)
         if float_dtype is not None and dtype.is_floating_point:
@@ -188,7 +188,7 @@ def to_numpy_action(value: Any, space: Any, one_hot: bool = False) -> Any:
     With ``one_hot``, discrete actions (last dim ``n``) become an index;
     ``Dict`` and ``Tuple`` spaces take a TensorDict with matching keys.
     """
-    kind = _kind(space)
+    kind = space_kind(space)
     if kind == "Dict":
         return {k: to_numpy_action(value.get(k), sub, one_hot) for k, sub in space.spaces.items()}
     if kind == "Tuple":

@@ -19,8 +19,8 @@ from tensordict import TensorDict, TensorDictBase
 from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import (
-    _kind,
     numpy_to_torch_dtype,
+    space_kind,
     space_to_spec,
     stack_agent_specs,
     to_numpy_action,
@@ -49,7 +49,7 @@ def _import_pettingzoo() -> Any:
     return pettingzoo
 
 
-def _find_task(task: str) -> Any:
+def find_task(task: str) -> Any:
     """The module of a task such as ``"simple_spread_v3"`` or ``"sisl/multiwalker_v9"``."""
     family, _, name = task.rpartition("/")
     if family and family not in _FAMILIES:
@@ -171,7 +171,7 @@ class PettingZooEnv(EnvBase):
         if (task is None) == (env is None):
             raise ValueError("PettingZooEnv needs exactly one of task= or env=")
         if env is None:
-            module = _find_task(task)
+            module = find_task(task)
             maker = "parallel_env" if parallel else "env"
             if not hasattr(module, maker):
                 raise ValueError(
@@ -263,7 +263,7 @@ class PettingZooEnv(EnvBase):
                 for k in keys
             }
             self._act_kind[g] = (isinstance(act, OneHot), spaces[0])
-            if not isinstance(act, OneHot) and all(_kind(s) == "Discrete" for s in spaces):
+            if not isinstance(act, OneHot) and all(space_kind(s) == "Discrete" for s in spaces):
                 self._index_actions.add(g)
         if self.return_state:
             try:
