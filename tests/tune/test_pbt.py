@@ -121,7 +121,11 @@ def test_pbt_copies_checkpoints_perturbs_and_ranks_the_members(tmp_path):
 def _check_exploit(members, event, exploits):
     member, frames = members / event["member"], event["frames"]
     assert event["donor"] != event["member"] and frames in (500, 1000)
-    assert event["member_frames"] in (500, 1000) and isinstance(event["member_score"], float)
+    # the member's last report: 1,500 too in a killed run, whose member can have reported
+    # past the checkpoint Ray's last snapshot knew (CI saw a cut at 1,000 of a member whose
+    # killed process had reported 1,500)
+    assert event["member_frames"] in (500, 1000, 1500)
+    assert isinstance(event["member_score"], float)
     # a later exploit of this member rewrites its checkpoints from where it continues on
     # (CI saw a member cut at 500 and again at 1,000: its checkpoint at 1,000 was the
     # second donor's, with that donor's optimizer lr)
