@@ -153,8 +153,9 @@ def _body(
     encoder = TensorDictModule(CatNet(encoder_net, ndims), in_keys, [embed])
     rnn_kwargs = dict(in_key=embed, out_key=rnn_out, hidden_key=info.key(hidden_name))
     rnn_step = cell_cls(width, width, is_init_key=IS_INIT_KEY, **rnn_kwargs).to(info.device)
-    rnn_seq = cell_cls(width, width, is_init_key=IS_INIT_KEY, recurrent_mode=True, **rnn_kwargs)
-    rnn_seq.rnn = rnn_step.rnn  # one set of parameters, two modes
+    rnn_seq = cell_cls(  # one set of parameters, two modes
+        width, width, is_init_key=IS_INIT_KEY, recurrent_mode=True, rnn=rnn_step.rnn, **rnn_kwargs
+    )
     head_net = nn.Linear(width, out_features, device=info.device)
     head = TensorDictModule(
         head_net if post is None else nn.Sequential(head_net, post), [rnn_out], out_keys

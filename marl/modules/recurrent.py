@@ -46,9 +46,22 @@ class RecurrentModule(TensorDictModuleBase):
         hidden_key: NestedKey = "recurrent_state",
         is_init_key: NestedKey = "is_init",
         recurrent_mode: bool = False,
+        rnn: nn.RNNBase | None = None,
     ) -> None:
         super().__init__()
-        self.rnn = self._rnn_cls(input_size, hidden_size, num_layers=num_layers, batch_first=True)
+        if rnn is None:
+            rnn = self._rnn_cls(input_size, hidden_size, num_layers=num_layers, batch_first=True)
+        elif not isinstance(rnn, self._rnn_cls) or (
+            rnn.input_size,
+            rnn.hidden_size,
+            rnn.num_layers,
+            rnn.batch_first,
+        ) != (input_size, hidden_size, num_layers, True):
+            raise ValueError(
+                f"{type(self).__name__}: rnn must be a batch_first {self._rnn_cls.__name__}"
+                f"({input_size}, {hidden_size}, num_layers={num_layers}), got {rnn!r}"
+            )
+        self.rnn = rnn
         self.input_size, self.hidden_size, self.num_layers = input_size, hidden_size, num_layers
         hk = hidden_key if isinstance(hidden_key, tuple) else (hidden_key,)
         suffixes = [""] if len(self._state_names) == 1 else [f"_{n}" for n in self._state_names]
@@ -162,6 +175,9 @@ class GRUModule(RecurrentModule):
         hidden_key: where the hidden state is read (and written under ``"next"``).
         is_init_key: reset flag key.
         recurrent_mode: start in sequence mode.
+        rnn: the ``nn.GRU`` to run (``batch_first``), e.g. a step-mode module's, so that
+            a step-mode and a sequence-mode module share one set of parameters (``None``:
+            a new one).
 
     Examples:
         >>> from tensordict import TensorDict
@@ -169,6 +185,8 @@ class GRUModule(RecurrentModule):
         >>> td = gru(TensorDict(observation=torch.randn(4, 3), batch_size=[4]))
         >>> td["embed"].shape, td["next", "recurrent_state"].shape
         (torch.Size([4, 8]), torch.Size([4, 1, 8]))
+        >>> GRUModule(3, 8, recurrent_mode=True, rnn=gru.rnn).rnn is gru.rnn
+        True
     """
 
     _rnn_cls = nn.GRU
@@ -187,6 +205,9 @@ class LSTMModule(RecurrentModule):
         hidden_key: prefix of the two state keys.
         is_init_key: reset flag key.
         recurrent_mode: start in sequence mode.
+        rnn: the ``nn.LSTM`` to run (``batch_first``), e.g. a step-mode module's, so that
+            a step-mode and a sequence-mode module share one set of parameters (``None``:
+            a new one).
 
     Examples:
         >>> from tensordict import TensorDict
