@@ -39,24 +39,20 @@ from marl.algorithms import (
     td3,
     vdn,
 )
+from marl.algorithms._groups import ROOT, GroupInfo, group_infos
 from marl.algorithms._networks import NETWORKS, check_network, network_refusal, network_table
 from marl.algorithms.a2c import A2CConfig
-from marl.algorithms.base import (
-    ROOT,
-    Algorithm,
-    AlgorithmSpec,
-    GroupInfo,
-    GroupLearner,
-    group_infos,
-)
+from marl.algorithms.base import Algorithm
 from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
 from marl.algorithms.ddpg import DDPGConfig
 from marl.algorithms.dqn import DQNConfig
+from marl.algorithms.evaluation import EvalEpisodes, evaluate, evaluate_episodes
 from marl.algorithms.happo import HAPPOConfig
 from marl.algorithms.iddpg import IDDPGConfig
 from marl.algorithms.ippo import IPPOConfig
 from marl.algorithms.iql import IQLConfig
 from marl.algorithms.isac import ISACConfig
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.maddpg import MADDPGConfig
 from marl.algorithms.mappo import MAPPOConfig
 from marl.algorithms.masac import MASACConfig
@@ -66,15 +62,9 @@ from marl.algorithms.pqn import PQNConfig
 from marl.algorithms.pqn_vdn import PQNVDNConfig
 from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.sac import SACConfig
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.td3 import TD3Config
-from marl.algorithms.trainer import (
-    EvalEpisodes,
-    Trainer,
-    TrainerCallback,
-    TrainingRun,
-    evaluate,
-    evaluate_episodes,
-)
+from marl.algorithms.trainer import Trainer, TrainerCallback, TrainingRun
 from marl.algorithms.updates import compile_report
 from marl.algorithms.vdn import VDNConfig
 

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic
 from marl.algorithms._recurrent import critic_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import actor_and_policy, policy_gradient_learner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.objectives import A2CLoss
 
 __all__ = ["SPEC", "A2CConfig", "build_a2c"]

@@ -11,10 +11,12 @@ from dataclasses import dataclass
 
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_network
 from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OffPolicyConfig, make_optimizer, off_policy_learner
 from marl.modules import EGreedy
 from marl.objectives import DQNLoss, HardUpdate, SoftUpdate

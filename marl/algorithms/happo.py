@@ -32,10 +32,12 @@ from tensordict import TensorDictBase
 
 from marl.algorithms._agent_adam import AgentAdam
 from marl.algorithms._critics import centralized_critic
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import stochastic_actor
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import (
     UpdateStats,
     clip_grad_norm_per_group_,

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_action_value_critic
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import DDPGConfig, build_ddpg
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "IDDPGConfig", "build_iddpg"]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic
 from marl.algorithms._recurrent import critic_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import PPOConfig, build_ppo
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "IPPOConfig", "build_ippo"]
 

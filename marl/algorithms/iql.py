@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms.dqn import DQNConfig, build_dqn
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "IQLConfig", "build_iql"]
 

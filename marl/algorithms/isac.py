@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network, state_action_value_critic
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import SACConfig, build_sac
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "ISACConfig", "build_isac"]
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.iddpg import IDDPGConfig
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MADDPGConfig", "build_maddpg"]
 

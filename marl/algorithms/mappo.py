@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._recurrent import critic_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ippo import IPPOConfig
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MAPPOConfig", "build_mappo"]
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.isac import ISACConfig
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
+from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MASACConfig", "build_masac"]
 

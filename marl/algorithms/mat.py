@@ -24,9 +24,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds, observation_inputs
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
 from marl.objectives import PPOLoss
 from marl.specs import Bounded, Categorical, OneHot

@@ -14,6 +14,7 @@ from typing import Any
 
 from torch import nn
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
@@ -22,7 +23,8 @@ from marl.algorithms._recurrent import (
     is_recurrent,
     recurrent_stochastic_actor,
 )
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import PPOLoss
 

@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.modules import EGreedy
 from marl.objectives import PQNLoss

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 
 from tensordict.nn import TensorDictModuleBase
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.pqn import PQNConfig, pqn_learner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.vdn import MaskedAgentValues
 
 __all__ = ["SPEC", "PQNVDNConfig", "build_pqn_vdn"]

@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms._groups import GroupInfo
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.vdn import VDNConfig, check_mixed_group, value_decomposition_learner
 from marl.modules import QMixer
 from marl.specs import Composite

@@ -11,9 +11,11 @@ from dataclasses import dataclass
 
 from torch import nn
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network, state_action_value_critic, stochastic_actor
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OffPolicyConfig, make_optimizer, off_policy_learner
 from marl.objectives import DiscreteSACLoss, SACLoss, SoftUpdate
 

@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.ddpg import DDPGConfig, gaussian_exploration
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import SoftUpdate, TD3Loss
 

@@ -1,5 +1,8 @@
 """The ``Trainer`` loop: collect -> process -> update -> sync weights -> log -> evaluate.
 
+The evaluation loop is :mod:`marl.algorithms.evaluation`'s (its names are importable
+from here too).
+
 It is deliberately small: checkpoint files, loggers, progress bars and videos
 belong to the experiment runner, which plugs in through :class:`TrainerCallback`
 hooks and ``log_fn``, and saves :meth:`Trainer.state_dict`.
@@ -10,15 +13,21 @@ from __future__ import annotations
 import time
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.algorithms._recurrent import check_init_tracker
 from marl.algorithms.base import Algorithm
+from marl.algorithms.evaluation import (
+    EvalEpisodes,
+    Logs,
+    evaluate,
+    evaluate_episodes,
+    put_log,
+    reward_prefixes,
+)
 from marl.collectors import BatchCollector, Collector
 from marl.envs.common import EnvBase
 
@@ -30,160 +39,6 @@ __all__ = [
     "evaluate",
     "evaluate_episodes",
 ]
-
-Logs = dict[str, float]
-
-
-def _reward_prefixes(env: EnvBase) -> list[tuple[str, ...]]:
-    """``()`` for a root reward, ``(group,)`` for group rewards."""
-    out = []
-    for key in env.reward_keys:
-        key = key if isinstance(key, tuple) else (key,)
-        out.append(key[:-1])
-    return out
-
-
-def _label(prefix: tuple[str, ...]) -> str:
-    return "/".join(prefix)
-
-
-def _put(logs: Logs, scope: str, prefix: tuple[str, ...], name: str, value: float) -> None:
-    logs[f"{scope}/{_label(prefix)}/{name}" if prefix else f"{scope}/{name}"] = value
-
-
-@dataclass
-class EvalEpisodes:
-    """Per-episode results of :func:`evaluate_episodes`.
-
-    Attributes:
-        returns: each episode's return (mean over groups of the agent-mean return).
-        group_returns: ``{group: [return per episode]}`` for grouped rewards.
-        lengths: each episode's length in env steps.
-    """
-
-    returns: list[float]
-    group_returns: dict[str, list[float]]
-    lengths: list[int]
-
-    def logs(self) -> Logs:
-        """``eval/episode_reward``, ``eval/<group>/episode_reward``, ``eval/episode_length``."""
-        logs: Logs = {"eval/episode_reward": sum(self.returns) / len(self.returns)}
-        for group, values in self.group_returns.items():
-            logs[f"eval/{group}/episode_reward"] = sum(values) / len(values)
-        logs["eval/episode_length"] = sum(self.lengths) / len(self.lengths)
-        return logs
-
-
-@torch.no_grad()
-def evaluate_episodes(
-    env: EnvBase,
-    policy: Callable[[TensorDictBase], TensorDictBase],
-    episodes: int = 10,
-    max_steps: int = 100_000,
-    deterministic: bool = True,
-) -> EvalEpisodes:
-    """Run ``policy`` on ``env`` for exactly ``episodes`` episodes, shared over its sub-envs.
-
-    Each sub-env's share is fixed before the first step: ``episodes // num_envs``, one
-    more for the first ``episodes % num_envs`` sub-envs (10 episodes over 8 envs: 2, 2,
-    1, 1, 1, 1, 1, 1), and it counts its first episodes up to that share. Which episodes
-    count thus never depends on their length, so short episodes are not favoured as
-    they would be by keeping the first ``episodes`` to end. Sub-envs with no share left
-    (or none at all) keep stepping with the batch, but their episodes are not counted.
-    Rewards are averaged over a group's agents, then summed over the episode.
-
-    Args:
-        env: the evaluation env (reset here; a separate env from the training one).
-        policy: ``td -> td`` writing every action.
-        episodes: the number of episodes.
-        max_steps: safety cap on env steps.
-        deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
-
-    Returns:
-        The returns and lengths of every finished episode.
-
-    Raises:
-        RuntimeError: when no episode ends within ``max_steps``.
-
-    Examples:
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> env = MultiAgentFakeEnv(num_envs=4, seed=0)
-        >>> result = evaluate_episodes(env, env.rand_action, episodes=6)
-        >>> len(result.returns), sorted(result.group_returns)
-        (6, ['picker', 'walker'])
-    """
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:
-        raise ValueError(f"evaluate: episodes must be an integer >= 1, got {episodes!r}")
-    n = max(1, env.batch_size.numel())
-    share = torch.full((n,), episodes // n, dtype=torch.long)
-    share[: episodes % n] += 1
-    prefixes = _reward_prefixes(env)
-    running = torch.zeros(len(prefixes), n)
-    length = torch.zeros(n, dtype=torch.long)
-    count = torch.zeros(n, dtype=torch.long)
-    finished: list[tuple[torch.Tensor, int]] = []
-    mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
-    td = env.reset()
-    with set_interaction_type(mode):
-        for _ in range(max_steps):
-            td = policy(td)
-            td, root = env.step_and_maybe_reset(td)
-            for i, prefix in enumerate(prefixes):
-                reward = td.get(("next", *prefix, "reward")).float()
-                running[i] += reward.reshape(n, -1).mean(-1).cpu()
-            length += 1
-            done = td.get(("next", "done")).reshape(n).cpu()
-            keep = done & (count < share)
-            for j in keep.nonzero().flatten().tolist():
-                finished.append((running[:, j].clone(), int(length[j])))
-            count += done.long()
-            running[:, done] = 0.0
-            length[done] = 0
-            if bool((count >= share).all()):
-                break
-            td = root
-    if not finished:
-        raise RuntimeError(f"evaluate: no episode ended within max_steps={max_steps}")
-    group_returns = {
-        _label(prefix): [float(r[i]) for r, _ in finished]
-        for i, prefix in enumerate(prefixes)
-        if prefix
-    }
-    return EvalEpisodes(
-        returns=[float(r.mean()) for r, _ in finished],
-        group_returns=group_returns,
-        lengths=[n_steps for _, n_steps in finished],
-    )
-
-
-def evaluate(
-    env: EnvBase,
-    policy: Callable[[TensorDictBase], TensorDictBase],
-    episodes: int = 10,
-    max_steps: int = 100_000,
-    deterministic: bool = True,
-) -> Logs:
-    """Mean return of ``policy`` over complete episodes on ``env``.
-
-    Args:
-        env: the evaluation env (reset here; a separate env from the training one).
-        policy: ``td -> td`` writing every action.
-        episodes: the number of episodes.
-        max_steps: safety cap on env steps.
-        deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no exploration).
-
-    Returns:
-        ``eval/episode_reward`` (the mean over groups), ``eval/<group>/episode_reward``
-        for each group, and ``eval/episode_length``; see :func:`evaluate_episodes`.
-
-    Examples:
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> env = SingleAgentFakeEnv(num_envs=4, seed=0)
-        >>> logs = evaluate(env, env.rand_action, episodes=4)
-        >>> sorted(logs)
-        ['eval/episode_length', 'eval/episode_reward']
-    """
-    return evaluate_episodes(env, policy, episodes, max_steps, deterministic).logs()
 
 
 class TrainingRun(Iterator[Logs]):
@@ -393,7 +248,7 @@ class Trainer:
             return
         done = done.reshape(batch.batch_size)
         values = []
-        for prefix in _reward_prefixes(self.env):
+        for prefix in reward_prefixes(self.env):
             ret = batch.get(("next", *prefix, "episode_reward"), None)
             if ret is None:
                 continue
@@ -401,7 +256,7 @@ class Trainer:
             value = float(ret[done].float().mean())
             values.append(value)
             if prefix:
-                _put(logs, "train", prefix, "episode_reward", value)
+                put_log(logs, "train", prefix, "episode_reward", value)
         if values:
             logs["train/episode_reward"] = sum(values) / len(values)
 

@@ -14,10 +14,12 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues
-from marl.algorithms.base import AlgorithmSpec, GroupInfo, GroupLearner
 from marl.algorithms.dqn import q_networks
 from marl.algorithms.iql import IQLConfig
+from marl.algorithms.learner import GroupLearner
+from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import EGreedy, VDNMixer
 from marl.objectives import HardUpdate, QMixLoss, SoftUpdate

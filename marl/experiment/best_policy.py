@@ -22,7 +22,7 @@ from typing import Any
 import torch
 
 from marl.algorithms import Algorithm, EvalEpisodes, Trainer
-from marl.algorithms.trainer import evaluate_episodes
+from marl.algorithms.evaluation import evaluate_episodes
 
 __all__ = ["ABSOLUTE_EPISODES_FACTOR", "BestPolicy"]
 

@@ -14,9 +14,9 @@ from collections.abc import Callable
 
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.envs.common import EnvBase
+from marl.envs.episodes import play_episodes
 from marl.league.sides import Side, merge_actions, side_values
 
 __all__ = ["Outcome", "Policy", "RandomPlayer", "compare_returns", "play_games"]
@@ -67,7 +67,9 @@ def play_games(
         first: the player of ``sides[0]``.
         second: the player of ``sides[1]``.
         sides: the two sides.
-        games: how many games to score (the first ``games`` that end).
+        games: how many games to score, shared over the env's sub-envs before the first
+            step (:func:`marl.envs.episodes.play_episodes`): which games count never
+            depends on how long they last.
         outcome: scores a game from the two sides' returns.
         deterministic: run under ``InteractionType.DETERMINISTIC`` (no exploration).
         max_steps: safety cap on env steps.
@@ -83,26 +85,30 @@ def play_games(
         raise ValueError(f"games must be an integer >= 1, got {games!r}")
     n = max(1, env.batch_size.numel())
     dims = len(env.batch_size)
-    returns = torch.zeros(2, n)
-    scores: list[float] = []
-    mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
-    td = env.reset()
-    with set_interaction_type(mode):
-        for _ in range(max_steps):
-            theirs = second(td.clone())
-            td = merge_actions(first(td), theirs, sides[1])
-            td, root = env.step_and_maybe_reset(td)
-            for i, side in enumerate(sides):
-                reward = td.get(("next", side.group, "reward"))
-                returns[i] += side_values(reward, side, dims).reshape(n).cpu()
-            done = td.get(("next", "done")).reshape(n).cpu()
-            for j in done.nonzero().flatten().tolist():
-                score = outcome(float(returns[0, j]), float(returns[1, j]))
-                if score not in (0.0, 0.5, 1.0):
-                    raise ValueError(f"outcome must return 1, 0.5 or 0, got {score!r}")
-                scores.append(float(score))
-            returns[:, done] = 0.0
-            if len(scores) >= games:
-                return scores[:games]
-            td = root
-    raise RuntimeError(f"only {len(scores)} of {games} games ended within max_steps={max_steps}")
+
+    def both(td: TensorDictBase) -> TensorDictBase:
+        theirs = second(td.clone())
+        return merge_actions(first(td), theirs, sides[1])
+
+    def side_returns(td: TensorDictBase) -> torch.Tensor:  # [2, n]
+        return torch.stack(
+            [
+                side_values(td.get(("next", side.group, "reward")), side, dims).reshape(n)
+                for side in sides
+            ]
+        )
+
+    played = play_episodes(
+        env, both, games, side_returns, max_steps=max_steps, deterministic=deterministic
+    )
+    if not played.complete:
+        raise RuntimeError(
+            f"only {len(played.values)} of {games} games ended within max_steps={max_steps}"
+        )
+    scores = []
+    for returns in played.values:
+        score = outcome(float(returns[0]), float(returns[1]))
+        if score not in (0.0, 0.5, 1.0):
+            raise ValueError(f"outcome must return 1, 0.5 or 0, got {score!r}")
+        scores.append(float(score))
+    return scores

@@ -179,7 +179,7 @@ def _run_baselines(
 def _evaluate(make_env, policy_factory, episodes: int, max_steps: int, seed: int):
     # marl.algorithms holds the evaluation loop; imported here so that importing the
     # fake envs stays light
-    from marl.algorithms.trainer import evaluate_episodes
+    from marl.algorithms.evaluation import evaluate_episodes
 
     # the random policy (and any sampling env) draws from torch's global generator: seed
     # it here, without disturbing the caller's stream, so that a score does not depend

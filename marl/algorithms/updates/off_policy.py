@@ -11,9 +11,10 @@ import torch
 from tensordict import TensorDictBase
 from torch import nn
 
+from marl.algorithms._groups import GroupInfo
 from marl.algorithms._turns import turn_transitions
-from marl.algorithms.base import GroupInfo, GroupLearner
 from marl.algorithms.contracts import Exploration, Loss, TargetUpdater
+from marl.algorithms.learner import GroupLearner
 from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
 from marl.data import (
     PrioritizedSampler,
