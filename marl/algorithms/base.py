@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import torch
@@ -230,28 +230,49 @@ class Algorithm(nn.Module):
         """The evaluation policy: the same modules, deterministic (mode, no exploration)."""
         return _Deterministic(self.policy)
 
-    def process_batch(self, batch: TensorDictBase) -> TensorDictBase:
-        """Let every learner prepare a collected ``[*B, T]`` batch (in place)."""
+    def _selected(self, groups: Sequence[str] | None) -> dict[str, Learner]:
+        learners = dict(self.group_learners())
+        if groups is None:
+            return learners
+        unknown = [g for g in groups if g not in learners]
+        if unknown:
+            raise ValueError(f"unknown group(s) {unknown}; this algorithm has {list(learners)}")
+        return {label: lr for label, lr in learners.items() if label in groups}
+
+    def process_batch(
+        self, batch: TensorDictBase, groups: Sequence[str] | None = None
+    ) -> TensorDictBase:
+        """Let every learner (or those of ``groups``) prepare a collected ``[*B, T]`` batch
+        (in place)."""
         self._check_built()
         if batch.device != self.device:
             batch = batch.to(self.device)
-        for _, learner in self.group_learners():
+        for learner in self._selected(groups).values():
             batch = learner.process_batch(batch)
         return batch
 
-    def update(self, batch: TensorDictBase) -> dict[str, float]:
-        """Run every learner's updates on a processed batch.
+    def update(
+        self, batch: TensorDictBase, groups: Sequence[str] | None = None
+    ) -> dict[str, float]:
+        """Run every learner's updates (or those of ``groups``) on a processed batch.
 
         Learners whose updaters are :class:`~marl.algorithms.contracts.JointUpdater`
         of the same ``joint`` kind (HAPPO's) update together, in one call of the first
         one's ``update_jointly``; the others update one by one, in group order.
 
+        Args:
+            batch: a batch :meth:`process_batch` prepared.
+            groups: the groups to train (a league trains one side's); ``None``: all.
+
         Returns:
             Mean loss terms and diagnostics, keyed ``"<group>/<name>"`` for groups and
             ``"<name>"`` for a single-agent env.
+
+        Raises:
+            ValueError: naming a group of ``groups`` that this algorithm lacks.
         """
         self._check_built()
-        learners = dict(self.group_learners())
+        learners = self._selected(groups)
         results: dict[str, dict[str, float]] = {}
         for label, learner in learners.items():
             if label in results:  # updated jointly with an earlier group

@@ -245,12 +245,13 @@ class League:
             if theirs.agents is not None:  # same group: the opponent's rows leave the losses
                 mask_side(batch, theirs)
             batch = batch.to(algo.device)
-            logs: dict[str, Any] = {}
-            for label, learner in algo.group_learners():
-                if label != ours.group:
-                    continue
-                batch = learner.process_batch(batch)
-                logs.update({f"train/{label}/{k}": v for k, v in learner.update(batch).items()})
+            # the learner side's group only, through Algorithm.update: joint updates
+            # (HAPPO) and exploration schedules as in any run
+            batch = algo.process_batch(batch, groups=[ours.group])
+            logs: dict[str, Any] = {
+                f"train/{key}": value
+                for key, value in algo.update(batch, groups=[ours.group]).items()
+            }
             self.frames += batch.numel()
             self.iteration += 1
             opponent = self._opponent.name

@@ -487,3 +487,22 @@ def test_runs_on_pettingzoo_groups_with_agent_masks(name):
     logs = list(Trainer(algo, env, frames_per_batch=50, total_frames=100, seed=0).train())[-1]
     assert group_infos(env)["agent"].has_agent_mask
     assert any(k.startswith("train/agent/loss_") for k in logs), sorted(logs)
+
+
+@pytest.mark.parametrize("name", ["mappo", "happo"])
+def test_update_of_selected_groups_leaves_the_others_alone(name):
+    """``Algorithm.update(batch, groups=...)`` (a league trains one side's group) trains
+    those groups only, joint updates (HAPPO) included; an unknown group is named."""
+    algo = Algorithm(name, config=small(name)).build(_multi(), seed=0)
+    with torch.no_grad():
+        td = _multi().rollout(20, algo.policy, break_when_any_done=False)
+    before = {g: _params(algo.learners[g]) for g in ("walker", "picker")}
+    batch = algo.process_batch(td, groups=["walker"])
+    logs = algo.update(batch, groups=["walker"])
+    assert logs and all(k.startswith("walker/") for k in logs), sorted(logs)
+    for g, changed_expected in (("walker", True), ("picker", False)):
+        after = _params(algo.learners[g])
+        changed = any(not torch.equal(before[g][k], after[k]) for k in after)
+        assert changed == changed_expected, g
+    with pytest.raises(ValueError, match=r"unknown group\(s\) \['blue'\]"):
+        algo.update(batch, groups=["blue"])
