@@ -18,6 +18,7 @@ from torch import nn
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.contracts import Exploration, Loss, TargetUpdater, Updater
 from marl.data import ReplayBuffer
+from marl.objectives.common import KeyedModule
 
 __all__ = ["GroupLearner"]
 
@@ -113,6 +114,9 @@ class GroupLearner(nn.Module):
         self.target_updater = target_updater
         self.config = config
         self._frozen = True
+        for module in loss.modules():  # the loss's keys and estimator: fixed from now on
+            if isinstance(module, KeyedModule):
+                module.fix()
 
     def __setattr__(self, name: str, value: Any) -> None:
         if name in _PARTS and self.__dict__.get("_frozen", False):

@@ -98,6 +98,44 @@ class KeyedModule(nn.Module):
     def __init__(self) -> None:
         super().__init__()
         self.tensor_keys = _Keys(self.default_keys)
+        self._fixed = False
+
+    def fix(self) -> KeyedModule:
+        """Fix the module's configuration: :meth:`set_keys` (and, on a loss, a new value
+        estimator) raise from now on. A :class:`~marl.algorithms.GroupLearner` fixes the
+        keyed modules of its loss when it is built, so that nothing rewires a learner's
+        loss behind its back.
+
+        Returns:
+            ``self``.
+
+        Examples:
+            >>> from marl.objectives import GAE
+            >>> est = GAE().fix()
+            >>> est.set_keys(value="v")
+            Traceback (most recent call last):
+            ...
+            RuntimeError: GAE is part of a built learner: its keys are fixed (build a new learner to change them)
+        """
+        self._fixed = True
+        return self
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in ("tensor_keys", "value_estimator") and self.__dict__.get("_fixed", False):
+            self._check_not_fixed("keys and value estimator")
+        super().__setattr__(name, value)
+
+    @property
+    def fixed(self) -> bool:
+        """Whether :meth:`fix` was called."""
+        return self.__dict__.get("_fixed", False)
+
+    def _check_not_fixed(self, what: str) -> None:
+        if self.fixed:
+            raise RuntimeError(
+                f"{type(self).__name__} is part of a built learner: its {what} are fixed "
+                "(build a new learner to change them)"
+            )
 
     def set_keys(self, **keys: NestedKey) -> KeyedModule:
         """Point the module at other TensorDict entries.
@@ -110,6 +148,7 @@ class KeyedModule(nn.Module):
 
         Raises:
             KeyError: when a name is unknown; the message lists the valid names.
+            RuntimeError: after :meth:`fix`.
 
         Examples:
             >>> from marl.objectives import GAE
@@ -117,6 +156,7 @@ class KeyedModule(nn.Module):
             >>> est.tensor_keys.value
             ('agents', 'state_value')
         """
+        self._check_not_fixed("keys")
         unknown = sorted(set(keys) - set(self.default_keys))
         if unknown:
             raise KeyError(

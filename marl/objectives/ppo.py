@@ -101,6 +101,7 @@ class _PolicyGradientLoss(LossModule):
         Returns:
             The estimator (also stored as ``self.value_estimator``).
         """
+        self._check_not_fixed("value estimator and keys")
         if kind not in _ESTIMATORS:
             raise ValueError(f"unknown estimator {kind!r}; expected one of {sorted(_ESTIMATORS)}")
         extra = {"actor_network": self.actor} if kind == "vtrace" else {}

@@ -506,3 +506,16 @@ def test_update_of_selected_groups_leaves_the_others_alone(name):
         assert changed == changed_expected, g
     with pytest.raises(ValueError, match=r"unknown group\(s\) \['blue'\]"):
         algo.update(batch, groups=["blue"])
+
+
+def test_a_built_learners_loss_cannot_be_rewired():
+    """The loss's keys and value estimator are fixed when its learner is built."""
+    algo = Algorithm("mappo", config=small("mappo")).build(_multi(), seed=0)
+    loss = algo.learners["walker"].loss
+    with pytest.raises(RuntimeError, match="PPOLoss is part of a built learner"):
+        loss.set_keys(advantage=("walker", "other"))
+    with pytest.raises(RuntimeError, match="fixed"):
+        loss.make_value_estimator("td0", gamma=0.9)
+    with pytest.raises(RuntimeError, match="fixed"):
+        loss.value_estimator.set_keys(value=("walker", "other"))
+    assert loss.tensor_keys.advantage == ("walker", "advantage")
