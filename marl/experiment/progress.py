@@ -40,6 +40,16 @@ def format_duration(seconds: float) -> str:
     return f"{s}s"
 
 
+def _number(value: float) -> str:
+    """``-0.123``, or ``-`` before there is a value (no episode ended, no evaluation yet).
+
+    Examples:
+        >>> _number(-0.12345), _number(math.nan)
+        ('-0.123', '-')
+    """
+    return "-" if math.isnan(value) else f"{value:.3f}"
+
+
 class ProgressCallback(TrainerCallback):
     """Show training progress: a bar on a terminal, else status lines.
 
@@ -91,6 +101,9 @@ class ProgressCallback(TrainerCallback):
 
     def on_train_start(self, trainer: Trainer) -> None:
         """Open the bar at the (possibly restored) frame count."""
+        last = trainer.last_evaluation  # a resumed run's
+        if last is not None and last.returns:
+            self._eval = sum(last.returns) / len(last.returns)
         self._start = self._last_line = time.perf_counter()
         self._start_frames = trainer.frames
         if self.bar and self._use_bar():
@@ -115,9 +128,14 @@ class ProgressCallback(TrainerCallback):
         pct = min(100.0, 100.0 * trainer.frames / trainer.total_frames)
         return (
             f"frames {trainer.frames}/{trainer.total_frames} ({pct:.0f}%) | {fps:,.0f} frames/s | "
-            f"reward {self._reward:.3f} | eval {self._eval:.3f} | "
+            f"reward {_number(self._reward)} | eval {_number(self._eval)} | "
             f"elapsed {format_duration(elapsed)} | ETA {format_duration(left)}"
         )
+
+    def on_evaluation(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        """Keep the evaluation's return for the status (the untrained policy's at frame 0
+        too, which comes before any iteration)."""
+        self._eval = logs.get("eval/episode_reward", self._eval)
 
     def on_iteration_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """Advance the bar, or log a status line every ``log_interval_s``."""
@@ -125,7 +143,7 @@ class ProgressCallback(TrainerCallback):
         self._eval = logs.get("eval/episode_reward", self._eval)
         if self._bar is not None:
             self._bar.update(trainer.frames - self._bar.n)
-            self._bar.set_postfix(reward=f"{self._reward:.3f}", eval=f"{self._eval:.3f}")
+            self._bar.set_postfix(reward=_number(self._reward), eval=_number(self._eval))
             return
         if self.log_interval_s is None:
             return

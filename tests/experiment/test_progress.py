@@ -87,3 +87,29 @@ def test_experiment_progress_false_keeps_the_status_lines(tmp_path, caplog):
         exp.run()
     lines = [r.getMessage() for r in caplog.records]
     assert any(line.startswith("frames 128/128 (100%)") for line in lines), lines
+
+
+def test_the_status_shows_the_frame_0_evaluation_and_no_nan(caplog):
+    """The untrained policy's evaluation (frame 0, before any iteration) is on the first
+    line; a value not measured yet reads ``-``, never ``nan``."""
+    from marl.envs import RewardSum, TransformedEnv
+
+    env = TransformedEnv(SingleAgentFakeEnv(num_envs=4, discrete=True, seed=0), RewardSum())
+    eval_env = TransformedEnv(SingleAgentFakeEnv(num_envs=4, discrete=True, seed=1), RewardSum())
+    trainer = Trainer(
+        Algorithm("ppo"),
+        env,
+        frames_per_batch=16,  # no episode (20 steps) ends in the first batch
+        total_frames=32,
+        eval_env=eval_env,
+        eval_interval=10**6,
+        eval_episodes=2,
+        callbacks=[ProgressCallback(bar=False, log_interval_s=1e-9, stream=io.StringIO())],
+        seed=0,
+    )
+    with caplog.at_level(logging.INFO, logger="marl.experiment"):
+        first = trainer.evaluate()["eval/episode_reward"]
+        list(trainer.train())
+    lines = [r.getMessage() for r in caplog.records]
+    assert "nan" not in " ".join(lines), lines
+    assert "reward - |" in lines[0] and f"eval {first:.3f}" in lines[0], lines
