@@ -36,7 +36,14 @@ from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
 from marl.envs.common import EnvBase
 from marl.envs.transforms import Transform, TransformedEnv
 
-__all__ = ["install_hints", "list_tasks", "load_task_config", "make_task", "task_available"]
+__all__ = [
+    "check_task_name",
+    "install_hints",
+    "list_tasks",
+    "load_task_config",
+    "make_task",
+    "task_available",
+]
 
 _FAMILY_PACKAGES = {
     "vmas": "vmas",
@@ -315,7 +322,21 @@ def list_tasks(family: str | None = None, available: bool = False) -> list[str]:
     return names
 
 
-def _resolve(name: str) -> str:
+def check_task_name(name: str) -> str:
+    """``name`` when it is a catalogued task, else a ``ValueError`` naming the closest ones.
+
+    Raises:
+        ValueError: ``unknown task 'vmas/navigaton'; closest names: ['vmas/navigation',
+            ...]`` (or every known name when none is close).
+
+    Examples:
+        >>> check_task_name("vmas/navigation")
+        'vmas/navigation'
+        >>> check_task_name("vmas/navigaton")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown task 'vmas/navigaton'; closest names: ['vmas/navigation', ...]
+    """
     index = _index()
     if name in index:
         return name
@@ -336,7 +357,7 @@ def load_task_config(name: str) -> dict[str, Any]:
     """
     import yaml
 
-    path = _index()[_resolve(name)]
+    path = _index()[check_task_name(name)]
     with open(path, encoding="utf-8") as f:
         config = yaml.safe_load(f)
     _validate_task_config(config, path)
@@ -450,7 +471,7 @@ def make_task(
         >>> env.rollout(3)["agent", "episode_reward"].shape
         torch.Size([2, 3, 3, 1])
     """
-    name = _resolve(name)
+    name = check_task_name(name)
     config = load_task_config(name)
     family = config["family"]
     kwargs = dict(config["env"])

@@ -502,6 +502,30 @@ def lock_run_dir(args: list[str]) -> Any:
     return lock_run_folder(Path(folder).expanduser())
 
 
+def check_task_overrides(args: Sequence[str]) -> None:
+    """Refuse a ``task=`` override (each value of a ``-m`` sweep) that names no catalogued
+    task, suggesting the closest names, before hydra creates a run folder for it.
+
+    Raises:
+        ValueError: from :func:`marl.envs.tasks.check_task_name`.
+
+    Examples:
+        >>> check_task_overrides(["task=vmas/navigation", "seed=1"])
+        >>> check_task_overrides(["task=vmas/navigaton"])  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        ...
+        ValueError: unknown task 'vmas/navigaton'; closest names: ['vmas/navigation', ...]
+    """
+    from marl.envs.tasks import check_task_name
+
+    for arg in args:
+        key, sep, value = arg.partition("=")
+        if not sep or key.lstrip("+~") != "task" or "${" in value or "(" in value:
+            continue  # not a plain task override (interpolations and sweep functions pass)
+        for name in value.split(","):
+            check_task_name(name.strip())
+
+
 def main() -> None:
     """Entry point of ``marl-run``."""
     try:
@@ -515,8 +539,9 @@ def main() -> None:
         print(text)
         return
     try:
+        check_task_overrides(args)  # before hydra makes a run folder for a typo
         lock = lock_run_dir(args)
-    except FileExistsError as err:
+    except (ValueError, FileExistsError) as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
 

@@ -51,8 +51,9 @@ from marl.algorithms import (
     get_algorithm,
 )
 from marl.collectors import BatchCollector
-from marl.envs import InitTracker, TransformedEnv, list_tasks
+from marl.envs import InitTracker, TransformedEnv
 from marl.envs.common import EnvBase
+from marl.envs.tasks import check_task_name
 from marl.experiment.best_policy import BestPolicy
 from marl.experiment.checkpoint import CheckpointManager, fault_point, rng_state
 from marl.experiment.config import (
@@ -180,10 +181,7 @@ class Experiment:
             raise TypeError(f"task_overrides must be a mapping, got {task_overrides!r}")
         self.task_overrides = dict(task_overrides or {})
         if isinstance(task, str):
-            known = list_tasks()
-            if task not in known:
-                raise ValueError(f"unknown task {task!r}; available tasks: {known}")
-            self.task_name = task
+            self.task_name = check_task_name(task)  # a close name suggested when unknown
         elif callable(task):
             self.task_name = task_name or "custom/task"
         else:

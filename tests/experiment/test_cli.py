@@ -89,11 +89,22 @@ def test_unknown_algorithm_lists_the_available_ones(tmp_path):
     assert "Available options in 'algorithm'" in proc.stderr and "mappo" in proc.stderr
 
 
-def test_unknown_task_lists_the_available_ones(tmp_path):
-    proc = marl_run("task=vmas/navigaton", *DEBUG, f"hydra.run.dir={tmp_path}", check=False)
-    assert proc.returncode != 0
-    assert "unknown task 'vmas/navigaton'; available tasks" in proc.stderr
-    assert "vmas/navigation" in proc.stderr
+def test_unknown_task_suggests_the_closest_and_writes_nothing(tmp_path):
+    """One line with the closest names, exit 2, and no run folder (hydra used to make one
+    before the run refused the name, behind an 18-line traceback)."""
+    run = tmp_path / "run"
+    proc = marl_run("task=vmas/navigaton", *DEBUG, f"hydra.run.dir={run}", check=False)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(
+        "marl-run: unknown task 'vmas/navigaton'; closest names: ['vmas/navigation'"
+    ), proc.stderr
+    assert "Traceback" not in proc.stderr and not run.exists()
+    # each value of a sweep is checked
+    proc = marl_run(
+        "-m", "task=vmas/navigation,vmas/balanse", f"hydra.sweep.dir={run}", check=False
+    )
+    assert proc.returncode == 2 and "unknown task 'vmas/balanse'" in proc.stderr
+    assert not run.exists()
 
 
 @pytest.mark.parametrize(

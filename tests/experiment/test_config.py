@@ -105,8 +105,10 @@ def test_model_and_algorithm_config_reach_the_networks():
     assert exp.describe()["algorithm_config"]["actor_cells"] == (7, 7)
 
 
-def test_unknown_task_lists_the_catalogue():
-    with pytest.raises(ValueError, match=r"unknown task 'vmas/navigaton'; available tasks: \["):
+def test_unknown_task_names_the_closest_ones():
+    with pytest.raises(
+        ValueError, match=r"unknown task 'vmas/navigaton'; closest names: \['vmas/navigation'"
+    ):
         Experiment("vmas/navigaton", "mappo")
 
 
