@@ -9,9 +9,12 @@ reward, ``terminated`` rather than ``done``) are the right ones.
 The README's command itself diverges (issue 32, finding 10, still open): every reward of
 ``simple_spread`` is <= 0, yet ``q_tot_mean`` turns positive by 30k frames (seed 3:
 -5.3, -9.7, -11.9, -8.1, +24.8 per 6k-frame iteration with ``max_grad_norm=10``; +72 at
-36k with ``lr=5e-5`` as well, the TD loss jumping from 225 to 27,091). The loss is not
-at fault (the check below agrees exactly); the suspect is the mixer's hypernetwork fed
-with unbounded observations once the greedy agents drift away.
+36k with ``lr=5e-5`` as well, the TD loss jumping from 225 to 27,091; +25.1 with hard
+target copies every 200 steps; +14.8 with the Huber loss, whose TD loss stayed at 1.05).
+A small TD loss with ``Q_tot > 0`` means the targets themselves are positive: the
+bootstrapped ``Q_tot(s')`` of next states that are rarely a current state (a truncated
+episode's last observation, agents that drifted far) grows unchecked. The loss is not
+at fault (the check below agrees exactly).
 """
 
 from __future__ import annotations
