@@ -114,6 +114,7 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         algorithm="a2c",
         critic_lr=c.critic_lr,
         policy=policy,
+        sequence_length=c.sequence_length,
     )
 
 

@@ -7,7 +7,8 @@ then on the parts are fixed (assigning one raises):
 - ``policy``: the collection policy, a ``TensorDictModuleBase``;
 - ``loss``: a :class:`Loss`. It owns the trained networks and their targets, and
   its own agent masking, configured when the builder points it at the group's keys
-  (``set_keys(agent_mask=(group, "mask"))``);
+  (``set_keys(agent_mask=(group, "mask"))``), and fixed with the learner (its keys and
+  value estimator cannot change afterwards, :meth:`~marl.objectives.common.KeyedModule.fix`);
 - ``optimizer``: one ``torch.optim.Optimizer`` over the trained parameters;
 - ``updater``: an :class:`Updater`, the update loop;
 - ``exploration``: :class:`Exploration` modules, annealed with the collected frames;
@@ -20,8 +21,9 @@ reconfigures anyone's parts. It stores only the entries its loss reads
 
 A :class:`JointUpdater` (HAPPO's) updates together with the updaters of the same
 ``joint`` kind in the other groups: ``Algorithm.update`` hands them all, in group
-order, to the first one's ``update_jointly``, which calls each one's own methods on
-each one's own entries (a group's updater still never reads another group's keys).
+order, to the first one's ``update_jointly``, which calls each one's own public methods
+on each one's own entries (HAPPO: :func:`~marl.algorithms.happo.happo_round`; a group's
+updater still never reads another group's keys, nor writes another updater's state).
 
 State: every stateful part saves and restores itself with ``state_dict()`` and
 ``load_state_dict()`` (:class:`Stateful`): the modules (networks, exploration
@@ -62,10 +64,27 @@ __all__ = [
     "JointUpdater",
     "Learner",
     "Loss",
+    "OnPolicySettings",
     "Stateful",
     "TargetUpdater",
     "Updater",
 ]
+
+
+class OnPolicySettings(Protocol):
+    """The settings an on-policy learner is assembled from
+    (:func:`~marl.algorithms.ppo.policy_gradient_learner`): PPO's, A2C's, MAPPO's,
+    IPPO's, HAPPO's and MAT's configs have them, each default in its own config."""
+
+    lr: float
+    """Adam learning rate of the actor (and of the critic, unless the builder gives the
+    critic its own)."""
+    epochs: int
+    """Passes over each collected batch."""
+    minibatch_size: int
+    """Transitions per optimizer step."""
+    max_grad_norm: float | None
+    """Per-role gradient clipping (``None``: off)."""
 
 
 @runtime_checkable

@@ -23,6 +23,7 @@ from marl.algorithms._recurrent import (
     is_recurrent,
     recurrent_stochastic_actor,
 )
+from marl.algorithms.contracts import OnPolicySettings
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
@@ -90,7 +91,7 @@ class PPOConfig:
 
 def policy_gradient_learner(
     info: GroupInfo,
-    config: PPOConfig,
+    config: OnPolicySettings,
     loss: nn.Module,
     *,
     actor: nn.Module,
@@ -98,6 +99,7 @@ def policy_gradient_learner(
     algorithm: str,
     critic_lr: float | None = None,
     policy: nn.Module | None = None,
+    sequence_length: int | None = None,
 ) -> GroupLearner:
     """Assemble an on-policy learner from an actor-critic loss pointed at the group's keys.
 
@@ -106,7 +108,7 @@ def policy_gradient_learner(
     The actor trains at ``config.lr``, the critic at ``critic_lr`` (``None``: ``config.lr``).
     A recurrent actor comes in two modes over the same parameters: ``policy`` collects
     (one step at a time), ``actor`` (the loss's) unrolls sequences, and the updater
-    trains on sequences of ``config.sequence_length`` steps.
+    trains on sequences of ``sequence_length`` steps (``None``: each env's whole rollout).
     """
     recurrent = policy is not None and is_recurrent(policy)
     loss.set_keys(
@@ -130,7 +132,7 @@ def policy_gradient_learner(
         minibatch_size=config.minibatch_size,
         max_grad_norm=config.max_grad_norm,
         compile=info.compile,
-        sequence_length=(config.sequence_length or _WHOLE) if recurrent else None,
+        sequence_length=(sequence_length or _WHOLE) if recurrent else None,
     )
     return GroupLearner(
         info,
@@ -219,6 +221,7 @@ def build_ppo(
         algorithm=algorithm,
         critic_lr=c.critic_lr,
         policy=policy,
+        sequence_length=c.sequence_length,
     )
 
 
