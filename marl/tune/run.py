@@ -315,7 +315,9 @@ def _summarize(spec: Mapping[str, Any], space: SearchSpace, folder: Path) -> Tun
     )
     seed = _member_seed(folder / "members" / best)
     overrides = _last_per_key(spec["overrides"], skip={*values[best], "seed"})
-    command = shlex.join(["marl-run", *overrides, *override_strings(values[best]), f"seed={seed}"])
+    # no seed: the member's seed is part of its luck, not of the configuration found
+    # (best.json keeps it as member_seed, to rerun the member itself)
+    command = shlex.join(["marl-run", *overrides, *override_strings(values[best])])
     (folder / "best.json").write_text(
         json.dumps(
             {
@@ -324,6 +326,7 @@ def _summarize(spec: Mapping[str, Any], space: SearchSpace, folder: Path) -> Tun
                 "score": scores[best],
                 "values": values[best],
                 "command": command,
+                "member_seed": seed,
                 "scores": scores,
             },
             indent=1,

@@ -115,6 +115,8 @@ def test_pbt_copies_checkpoints_perturbs_and_ranks_the_members(tmp_path):
     assert min(scores.values()) < best["score"]
     assert best["member"] in scores
     assert f"algorithm.lr={best['values']['algorithm.lr']}" in best["command"]
+    # the configuration, not the member's seed luck
+    assert "seed=" not in best["command"] and isinstance(best["member_seed"], int)
     assert (folder / "tune.png").stat().st_size > 0
 
 
