@@ -212,3 +212,17 @@ def test_marl_run_exports_at_the_end_and_refuses_a_bad_format_before_training(tm
             config=dict(config, save_folder=str(tmp_path / "bad"), export=["tflite"]),
         )
     assert not (tmp_path / "bad").exists()
+
+
+def test_a_recurrent_policy_with_export_is_refused_before_training(tmp_path):
+    """It used to train to the end and fail in the export, leaving the run 'failed'."""
+    from marl.experiment import Experiment
+
+    with pytest.raises(ValueError, match=r"experiment.export=\['onnx'\]: a recurrent policy"):
+        Experiment(
+            "marl/recall",
+            "ippo",
+            model={"network": "gru"},
+            config=dict(save_folder=str(tmp_path / "run"), export=["onnx"]),
+        )
+    assert not (tmp_path / "run").exists()

@@ -132,7 +132,8 @@ class Experiment:
         callbacks: extra :class:`~marl.algorithms.TrainerCallback` objects.
 
     Raises:
-        ValueError: on a bad value, before anything is built.
+        ValueError: on a bad value, before anything is built (``experiment.export`` of a
+            recurrent policy included).
         TypeError: on a value of the wrong type, before anything is built.
 
     Examples:
@@ -211,6 +212,14 @@ class Experiment:
         self._envs: list[EnvBase] = []
         # worker-process collectors, shut down at the end
         self._collectors: list[BatchCollector] = []
+        if self.config.export and self.recurrent:  # refused now, not after training
+            raise ValueError(
+                f"experiment.export={list(self.config.export)}: a recurrent policy "
+                "(model.network=gru/lstm) cannot be exported: its action depends on a hidden "
+                "state carried from step to step, which a stateless artifact (observation "
+                "in, action out) cannot carry; drop experiment.export or train with an "
+                "mlp network"
+            )
 
     @classmethod
     def resume(
