@@ -41,7 +41,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["compose_config", "help_text", "main", "prepare_hydra", "run_config"]
+__all__ = [
+    "compose_config",
+    "experiment_from_config",
+    "help_text",
+    "main",
+    "prepare_hydra",
+    "run_config",
+]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 _ROOT_GROUPS = ("experiment", "algorithm", "model")
@@ -286,7 +293,27 @@ def run_config(
     overrides: Sequence[str] | None = None,
 ) -> dict[str, Any]:
     """Run one experiment from a composed config (``task``, ``seed``, ``experiment``,
-    ``algorithm``, ``model``, ``task_overrides``).
+    ``algorithm``, ``model``, ``task_overrides``): :func:`experiment_from_config`, then
+    :meth:`Experiment.run <marl.experiment.Experiment.run>`.
+
+    Args:
+        cfg: an OmegaConf config or a plain dict.
+        folder: the output folder (see :func:`experiment_from_config`).
+        overrides: the hydra overrides that produced ``cfg`` (see
+            :func:`experiment_from_config`).
+
+    Returns:
+        The summary of :meth:`Experiment.run`.
+    """
+    return experiment_from_config(cfg, folder, overrides).run()
+
+
+def experiment_from_config(
+    cfg: Any,
+    folder: str | os.PathLike[str] | None = None,
+    overrides: Sequence[str] | None = None,
+) -> Any:
+    """The :class:`~marl.experiment.Experiment` of a composed config, checked, not run.
 
     Args:
         cfg: an OmegaConf config or a plain dict.
@@ -299,7 +326,11 @@ def run_config(
             ``None``: ``cfg`` describes the whole run and must match the checkpoint.
 
     Returns:
-        The summary of :meth:`Experiment.run`.
+        The experiment (or the checkpoint's, resumed with the allowed changes).
+
+    Raises:
+        ValueError, TypeError: a setting refused (each names its key), before anything
+            is built or written.
     """
     from omegaconf import DictConfig, OmegaConf
 
@@ -330,7 +361,7 @@ def run_config(
     )
     if restore and given is not None:
         exp = _resumed(exp, Path(restore), given)
-    return exp.run()
+    return exp
 
 
 def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], bool]]) -> Any:
@@ -555,7 +586,12 @@ def main() -> None:
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
     def _main(cfg: DictConfig) -> float:
-        summary = run_config(cfg, overrides=list(HydraConfig.get().overrides.task))
+        try:
+            exp = experiment_from_config(cfg, overrides=list(HydraConfig.get().overrides.task))
+        except (ValueError, TypeError) as err:  # a refused setting: its line, no traceback
+            sys.stderr.write(f"marl-run: {err}\n")
+            sys.exit(2)
+        summary = exp.run()
         # the return value is what hydra's sweepers optimize
         return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
 

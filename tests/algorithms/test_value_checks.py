@@ -78,6 +78,7 @@ def test_marl_run_names_the_bad_key(tmp_path, override, message):
         cwd=tmp_path,
         timeout=120,
     )
-    assert out.returncode != 0
-    assert message in out.stderr + out.stdout
+    # the refusal's one line, exit 2: no traceback before it
+    assert out.returncode == 2, out.stderr
+    assert out.stderr.strip().splitlines() == [f"marl-run: {message}"], out.stderr
     assert not (tmp_path / "run" / "checkpoints").exists()
