@@ -119,7 +119,9 @@ def test_multirun_over_seeds(tmp_path, launcher):
         args += ["hydra/launcher=submitit_local"]
     elif launcher == "marl_ray":
         args += ["hydra/launcher=marl_ray", "hydra.launcher.num_cpus=2"]
-    marl_run(*args)
+    # a Ray instance of its own beside the other tests' on 2 shared cores: 300 s were
+    # not always enough (it timed out while the learning tests ran beside it)
+    marl_run(*args, timeout=600)
     runs = sorted(p for p in tmp_path.iterdir() if p.is_dir() and p.name[0].isdigit())
     assert [p.name for p in runs] == [
         "0_mappo_vmas-navigation_seed0",
