@@ -11,7 +11,7 @@ from torchrl.objectives import DDPGLoss as TrDDPG
 from torchrl.objectives import TD3Loss as TrTD3
 from torchrl.objectives import ValueEstimators
 
-from marl.objectives import DDPGLoss, TD3Loss
+from marl.objectives import DDPGLoss, DDPGSettings, TD3Loss, TD3Settings
 
 BATCH = (64,)
 GAMMA = 0.9
@@ -83,7 +83,7 @@ def _group_keys(marl_loss, tr_loss, group, action=True):
 def _ddpg(report, case, *, seed, tr_kw, expected, verbose, group=None):
     torch.manual_seed(seed)
     actor, q = deterministic_actor(group), q_net(group)
-    marl_loss = DDPGLoss(actor, q, gamma=GAMMA)
+    marl_loss = DDPGLoss(actor, q, DDPGSettings(gamma=GAMMA))
     tr_loss = TrDDPG(copy.deepcopy(actor), copy.deepcopy(q), **tr_kw)
     _group_keys(marl_loss, tr_loss, group, action=False)
     tr_loss.make_value_estimator(ValueEstimators.TD0, gamma=GAMMA)
@@ -110,7 +110,8 @@ def _ddpg(report, case, *, seed, tr_kw, expected, verbose, group=None):
 def _td3(report, case, *, seed, marl_kw, expected, verbose, group=None):
     torch.manual_seed(seed)
     actor, q = deterministic_actor(group), q_net(group)
-    marl_loss = TD3Loss(actor, q, low=-1.0, high=1.0, gamma=GAMMA, policy_delay=2, **marl_kw)
+    settings = TD3Settings(gamma=GAMMA, policy_delay=2, **marl_kw)
+    marl_loss = TD3Loss(actor, q, settings, low=-1.0, high=1.0)
     tr_loss = TrTD3(copy.deepcopy(actor), copy.deepcopy(q), bounds=(-1.0, 1.0))
     _group_keys(marl_loss, tr_loss, group)
     tr_loss.make_value_estimator(ValueEstimators.TD0, gamma=GAMMA)

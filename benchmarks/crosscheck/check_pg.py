@@ -18,7 +18,7 @@ from torchrl.objectives import A2CLoss as TrA2C
 from torchrl.objectives import ClipPPOLoss as TrPPO
 from torchrl.objectives import ValueEstimators
 
-from marl.objectives import A2CLoss, PPOLoss
+from marl.objectives import A2CLoss, A2CSettings, PPOLoss, PPOSettings
 
 BATCH = (4, 16)  # [envs, time]: the GAE cases need a time dim
 FLAT = (64,)  # a minibatch of transitions, when the advantage is given
@@ -75,6 +75,10 @@ DIFFERENCES = [
         "marl loss_critic_type='smooth_l1'",
     ),
 ]
+
+
+TORCHRL_PG_DEFAULTS = {"entropy_coef": 0.01, "loss_critic_type": "smooth_l1"}
+"""TorchRL's ``PPOLoss`` entropy weight and critic loss, the start of every PPO case."""
 
 
 def _pairs(marl_loss, tr_loss):
@@ -158,7 +162,16 @@ def _case(
     critic = value_net(group)
     td = _batch(group, continuous, seed, with_targets)
     _behaviour(actor, td, group, seed + 2)
-    marl_loss = marl_cls(actor, critic, gamma=GAMMA, lmbda=LMBDA, **marl_kw)
+    # marl's losses take their hyperparameters as one settings object; the structural
+    # option stays a keyword. The PPO cases start from TorchRL's entropy bonus and
+    # smooth-L1 critic (marl's PPOSettings default to none and l2) so that every case
+    # compares the same math; the cases say where they change them.
+    kw = dict(marl_kw)
+    structural = {k: kw.pop(k) for k in ("normalize_advantage_exclude_dims",) if k in kw}
+    settings_cls = PPOSettings if marl_cls is PPOLoss else A2CSettings
+    base = TORCHRL_PG_DEFAULTS if marl_cls is PPOLoss else {}
+    settings = settings_cls(gamma=GAMMA, lmbda=LMBDA, **{**base, **kw})
+    marl_loss = marl_cls(actor, critic, settings, **structural)
     tr_loss = tr_cls(copy.deepcopy(actor), copy.deepcopy(critic), **tr_kw)
     mk, tk = _keys(group)
     if mk:

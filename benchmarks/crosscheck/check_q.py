@@ -22,7 +22,7 @@ from torchrl.objectives import QMixerLoss as TrQMixerLoss
 from torchrl.objectives import ValueEstimators
 
 from marl.modules import QMixer, VDNMixer
-from marl.objectives import DQNLoss, QMixLoss
+from marl.objectives import DQNLoss, DQNSettings, QMixLoss
 
 BATCH = (64,)
 GAMMA = 0.9
@@ -98,7 +98,7 @@ def _qvalue_actor(net, group=None, mask=False):
 def _dqn(report, case, *, seed, marl_kw, tr_kw, expected, mask=False, weights=None, dead=False):
     torch.manual_seed(seed)
     net = action_value_net()
-    marl_loss = DQNLoss(net, gamma=GAMMA, **marl_kw)
+    marl_loss = DQNLoss(net, DQNSettings(gamma=GAMMA, **marl_kw))
     tr_loss = TrDQN(_qvalue_actor(net, mask=mask), action_space="categorical", **tr_kw)
     tr_loss.make_value_estimator(ValueEstimators.TD0, gamma=GAMMA)
     pairs = pair_module("qnet", marl_loss.value_network, tr_loss.value_network_params, "module.0.")
@@ -156,7 +156,7 @@ def _qmix(report, case, *, seed, marl_kw, expected, mixer="marl", mask=False, pe
         mix = TrQMixer(state_shape=(STATE,), mixing_embed_dim=8, n_agents=N_AGENTS, device="cpu")
     else:
         mix = VDNMixer(N_AGENTS)
-    marl_loss = QMixLoss(net, mix, gamma=GAMMA, **marl_kw)
+    marl_loss = QMixLoss(net, mix, DQNSettings(gamma=GAMMA, **marl_kw))
     if mixer == "vdn":  # each library's own VDN mixer (no parameters)
         tr_mix = TensorDictModule(
             TrVDNMixer(N_AGENTS, device="cpu"),
@@ -209,7 +209,8 @@ def run(report: Report, verbose: bool = False) -> None:
         report,
         "defaults",
         seed=40,
-        marl_kw={},
+        # the DQN recipe's Huber loss (the `dqn` algorithm's default; DQNSettings' is l2)
+        marl_kw={"loss_function": "smooth_l1"},
         tr_kw={},
         expected={"loss_qvalue": "dqn-double+dqn-loss-fn"},
     )

@@ -39,7 +39,7 @@ from torchrl.objectives import SACLoss as TrSAC
 from torchrl.objectives import ValueEstimators
 
 from marl.modules import MaskedCategorical
-from marl.objectives import DiscreteSACLoss, SACLoss
+from marl.objectives import DiscreteSACLoss, SACLoss, SACSettings
 
 BATCH = (64,)
 GAMMA, ALPHA = 0.9, 0.5
@@ -100,7 +100,7 @@ def _terms() -> dict[str, str]:
 def _continuous(report, case, *, seed, marl_kw, expected, group=None, verbose=False):
     torch.manual_seed(seed)
     actor, q = tanh_actor(group), q_net(group)
-    marl_loss = SACLoss(actor, q, gamma=GAMMA, alpha_init=ALPHA, **marl_kw)
+    marl_loss = SACLoss(actor, q, SACSettings(gamma=GAMMA, alpha_init=ALPHA, **marl_kw))
     if group is None:
         spec = Bounded(low=-1.0, high=1.0, shape=(ACT,))
     else:
@@ -138,9 +138,8 @@ def _discrete(report, case, *, seed, marl_kw, expected, masked=False, verbose=Fa
     torch.manual_seed(seed)
     actor = _masked_actor() if masked else categorical_actor()
     q = action_value_net()
-    marl_loss = DiscreteSACLoss(
-        actor, q, num_actions=N_ACTIONS, gamma=GAMMA, alpha_init=ALPHA, **marl_kw
-    )
+    settings = SACSettings(gamma=GAMMA, alpha_init=ALPHA, **marl_kw)
+    marl_loss = DiscreteSACLoss(actor, q, settings, num_actions=N_ACTIONS)
     tr_loss = TrDiscreteSAC(
         copy.deepcopy(actor),
         copy.deepcopy(q),

@@ -31,7 +31,7 @@ from tensordict.nn import ProbabilisticTensorDictSequential as ProbSequential
 from marl.collectors import Collector
 from marl.envs import make_task
 from marl.modules import MultiAgentMLP, TanhNormal
-from marl.objectives import GAE, PPOLoss
+from marl.objectives import GAE, PPOLoss, PPOSettings
 
 SMALL = os.environ.get("MARL_TUTORIAL_SMALL") == "1"
 NUM_ENVS = 8 if SMALL else 60  # vectorized sub-envs; VMAS steps them in one torch call
@@ -93,9 +93,8 @@ keys = {
 }
 gae = GAE(gamma=0.99, lmbda=0.9, value_network=critic)
 gae.set_keys(**{k: v for k, v in keys.items() if k in gae.default_keys})
-loss_fn = PPOLoss(
-    policy, critic, clip_epsilon=0.2, entropy_coef=0.0, critic_coef=1.0, loss_critic_type="l2"
-)
+settings = PPOSettings(clip_epsilon=0.2, entropy_coef=0.0, critic_coef=1.0, loss_critic_type="l2")
+loss_fn = PPOLoss(policy, critic, settings)
 loss_fn.set_keys(**keys)
 optimizer = torch.optim.Adam(loss_fn.parameters(), lr=3e-4)
 

@@ -19,24 +19,13 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import NetworkSpec, activation_class, make_network
+from marl.algorithms._networks import activation_class, make_network
 from marl.algorithms._policies import group_action_dim, group_module, observation_inputs
+from marl.algorithms.settings import CRITIC_SCOPES, NetworkSpec, check_critic_scope
 from marl.modules import MLP
 from marl.specs import Composite
 
 __all__ = ["CRITIC_SCOPES", "centralized_critic", "centralized_inputs", "check_critic_scope"]
-
-CRITIC_SCOPES = ("group", "all")
-
-
-def check_critic_scope(scope: str) -> str:
-    """Return ``scope`` if it is one of :data:`CRITIC_SCOPES`, else raise ``ValueError``."""
-    if scope not in CRITIC_SCOPES:
-        raise ValueError(f"critic_scope must be one of {CRITIC_SCOPES}, got {scope!r}")
-    return scope
-
-
-"""What a centralized critic sees: its group's agents, or every group's agents."""
 
 
 class _CentralNet(nn.Module):

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.settings import NetworkSettings, NetworkSpec
 from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
 
@@ -31,7 +30,6 @@ __all__ = [
     "check_network",
     "make_network",
     "network_refusal",
-    "network_spec",
     "network_table",
     "observation_shapes",
 ]
@@ -107,37 +105,6 @@ _RECURRENT_REFUSALS = {
 }
 
 
-@dataclass(frozen=True)
-class NetworkSpec:
-    """The body an algorithm config asks for: its name and the options of the ``gnn``.
-
-    Args:
-        name: one of :data:`NETWORKS`.
-        gnn_radius: ``gnn`` only: connect the agents within this distance of each other
-            (``None``: a complete graph).
-        gnn_position: ``gnn`` only: ``(start, stop)``, the observation features that hold
-            each agent's position (VMAS: ``(0, 2)``, every scenario's first entries).
-
-    Examples:
-        >>> from marl.algorithms.ppo import PPOConfig
-        >>> network_spec(PPOConfig(network="gnn", gnn_radius=0.5))
-        NetworkSpec(name='gnn', gnn_radius=0.5, gnn_position=(0, 2))
-    """
-
-    name: str = "mlp"
-    gnn_radius: float | None = None
-    gnn_position: tuple[int, int] = (0, 2)
-
-
-def network_spec(config: Any) -> NetworkSpec:
-    """The :class:`NetworkSpec` of an algorithm config (its ``network`` and ``gnn_*`` fields)."""
-    return NetworkSpec(
-        name=getattr(config, "network", "mlp"),
-        gnn_radius=getattr(config, "gnn_radius", None),
-        gnn_position=tuple(getattr(config, "gnn_position", (0, 2))),
-    )
-
-
 def network_refusal(algorithm: str, network: str) -> str | None:
     """Why ``algorithm`` cannot take ``network`` whatever the env, or ``None`` if it can.
 
@@ -171,13 +138,12 @@ def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
     return {"observation": tuple(spec.shape[lead:])}
 
 
-def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
+def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None) -> str | None:
     """Why ``network`` cannot serve this group (its env), or ``None``."""
     if network == "mlp":
         return None
     if network in _RECURRENT:
-        shared = getattr(config, "share_policy_params", getattr(config, "share_params", True))
-        if info.name is not None and not shared:
+        if info.name is not None and config is not None and not config.share_policy_params:
             return (
                 f"a {network} network is one cell shared by the group's agents (each agent "
                 "its own hidden state); per-agent parameters are not built: set "
@@ -195,7 +161,7 @@ def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
     if network in ("deepsets", "gnn") and info.name is None:
         what = "pool over" if network == "deepsets" else "pass messages between"
         return f"a single-agent env (its root group) has no agents to {what}: use mlp"
-    if network == "gnn" and getattr(config, "gnn_radius", None) is not None:
+    if network == "gnn" and config is not None and config.gnn_radius is not None:
         radius, position = config.gnn_radius, tuple(config.gnn_position)
         size = sum(math.prod(shape) for shape in observation_shapes(info).values())
         if not radius > 0:
@@ -221,14 +187,15 @@ def _group_refusal(info: GroupInfo, network: str, config: Any) -> str | None:
     return None
 
 
-def check_network(algorithm: str, info: GroupInfo, config: Any) -> None:
+def check_network(algorithm: str, info: GroupInfo, config: object) -> None:
     """Refuse a network body that cannot work for ``algorithm`` on this group.
 
     Args:
         algorithm: the algorithm's registry name.
         info: the group.
         config: the algorithm config; its ``network`` field names the body (a config
-            without one takes none, and is not checked).
+            without :class:`~marl.algorithms.settings.NetworkSettings` takes none, and is
+            not checked).
 
     Raises:
         ValueError: naming the algorithm, the network, the group and why.
@@ -243,9 +210,9 @@ def check_network(algorithm: str, info: GroupInfo, config: Any) -> None:
         ...
         ValueError: algorithm 'ppo' cannot use network 'gnn' for group 'root': a single-agent env (its root group) has no agents to pass messages between: use mlp
     """
-    network = getattr(config, "network", None)
-    if network is None:
+    if not isinstance(config, NetworkSettings):
         return
+    network = config.network
     why = network_refusal(algorithm, network) or _group_refusal(info, network, config)
     if why is not None:
         raise ValueError(

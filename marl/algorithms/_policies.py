@@ -28,7 +28,8 @@ from torch import distributions as D
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import ACTIVATIONS, NetworkSpec, activation_class, make_network
+from marl.algorithms._networks import ACTIVATIONS, activation_class, make_network
+from marl.algorithms.settings import NetworkSpec
 from marl.modules import MaskedCategorical, OneHotCategorical, TanhNormal
 from marl.specs import Bounded, Categorical, Composite, OneHot
 

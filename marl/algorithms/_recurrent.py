@@ -21,7 +21,7 @@ which is what makes training on collected sequences on-policy.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import torch
 from tensordict import TensorDictBase
@@ -34,7 +34,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import NetworkSpec, network_spec
+from marl.algorithms.settings import NetworkSettings, NetworkSpec
 from marl.envs.common import EnvBase
 from marl.modules import (
     GRUModule,
@@ -69,7 +69,7 @@ class RecurrentModules(NamedTuple):
     """Unrolls ``[*B, T]`` sequences from each one's first stored state (training)."""
 
 
-def critic_network(config: Any) -> NetworkSpec:
+def critic_network(config: NetworkSettings) -> NetworkSpec:
     """The body of a policy-gradient critic next to the config's actor.
 
     A recurrent actor keeps an MLP critic: the critic's values are computed on the
@@ -82,7 +82,7 @@ def critic_network(config: Any) -> NetworkSpec:
         >>> critic_network(PPOConfig(network="gru")).name, critic_network(PPOConfig()).name
         ('mlp', 'mlp')
     """
-    spec = network_spec(config)
+    spec = config.network_spec()
     return NetworkSpec(name="mlp") if spec.name in RECURRENT_NETWORKS else spec
 
 

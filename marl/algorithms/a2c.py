@@ -13,60 +13,32 @@ from marl.algorithms._policies import state_value_critic
 from marl.algorithms._recurrent import critic_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import actor_and_policy, policy_gradient_learner
+from marl.algorithms.settings import ActorCriticNetworks, ActorCriticTraining, OnPolicyOptimization
 from marl.algorithms.spec import AlgorithmSpec
 from marl.objectives import A2CLoss
+from marl.objectives.settings import A2CSettings
 
 __all__ = ["SPEC", "A2CConfig", "build_a2c"]
 
 
 @dataclass
-class A2CConfig:
-    """A2C hyperparameters (defaults tuned for the classic control tasks)."""
+class A2CConfig(A2CSettings, ActorCriticTraining, OnPolicyOptimization, ActorCriticNetworks):
+    """A2C hyperparameters (defaults tuned for the classic control tasks).
+
+    The loss's :class:`~marl.objectives.settings.A2CSettings` with PPO's update, networks
+    and training settings; it restates only the update defaults of plain A2C.
+
+    Examples:
+        >>> A2CConfig().epochs, A2CConfig().lmbda
+        (1, 1.0)
+    """
 
     lr: float = 1e-3
     """Adam learning rate of the actor (and of the critic unless ``critic_lr`` is set)."""
-    critic_lr: float | None = None
-    """Adam learning rate of the critic (``None``: ``lr``). At a small actor rate, a critic
-    that must fit returns of tens to hundreds lags behind and biases the advantages; the
-    CartPole learning tests use ``1e-2`` (see ``docs/basic/algorithms_and_tasks.md``)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    lmbda: float = 1.0
-    """GAE lambda (1.0: the n-step returns of the original A2C)."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus."""
-    critic_coef: float = 0.5
-    """Weight of the critic loss."""
-    loss_critic_type: str = "l2"
-    """Critic regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
-    normalize_advantage: bool = False
-    """Standardize advantages over each batch."""
     epochs: int = 1
     """Passes over each batch (1: plain A2C)."""
     minibatch_size: int = 100_000
     """Transitions per optimizer step; larger than a batch means the whole batch."""
-    max_grad_norm: float | None = 0.5
-    """Gradient clipping, per role (actor, critic); ``None`` disables it."""
-    actor_cells: tuple[int, ...] = (64, 64)
-    """Hidden widths of the actor."""
-    critic_cells: tuple[int, ...] = (64, 64)
-    """Hidden widths of the critic."""
-    activation: str = "tanh"
-    """Hidden activation."""
-    network: str = "mlp"
-    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
-    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
-    gnn_radius: float | None = None
-    """``network="gnn"``: connect the agents within this distance of each other (``None``:
-    a complete graph, every agent hears every other)."""
-    gnn_position: tuple[int, ...] = (0, 2)
-    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
-    that hold each agent's position (VMAS: ``(0, 2)``)."""
-    share_params: bool = True
-    """Groups: one set of parameters for every agent of the group."""
-    sequence_length: int | None = None
-    """Recurrent actors (``gru``/``lstm``): steps per training sequence (``None``: each
-    env's whole collected rollout)."""
 
 
 def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
@@ -92,19 +64,10 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         info,
         c.critic_cells,
         c.activation,
-        share_params=c.share_params,
+        share_params=c.share_critic_params,
         network=critic_network(c),
     )
-    loss = A2CLoss(
-        actor,
-        critic,
-        entropy_coef=c.entropy_coef,
-        critic_coef=c.critic_coef,
-        loss_critic_type=c.loss_critic_type,
-        normalize_advantage=c.normalize_advantage,
-        gamma=c.gamma,
-        lmbda=c.lmbda,
-    )
+    loss = A2CLoss(actor, critic, c)
     return policy_gradient_learner(
         info,
         c,

@@ -13,53 +13,34 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import DDPGRecipe, DeterministicActorTraining, OffPolicyNetworks
 from marl.algorithms.spec import AlgorithmSpec
-from marl.algorithms.updates import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import AdditiveGaussian
 from marl.objectives import DDPGLoss, SoftUpdate
 
-__all__ = ["SPEC", "DDPGConfig", "build_ddpg", "gaussian_exploration"]
+__all__ = ["SPEC", "DDPGConfig", "build_ddpg", "deterministic_actor_critic", "gaussian_exploration"]
 
 
 @dataclass
-class DDPGConfig(OffPolicyConfig):
-    """DDPG hyperparameters (defaults tuned for Pendulum-like control tasks)."""
+class DDPGConfig(DDPGRecipe):
+    """DDPG hyperparameters (defaults tuned for Pendulum-like control tasks).
 
-    actor_lr: float = 1e-3
-    """Adam learning rate of the actor."""
-    critic_lr: float = 1e-3
-    """Adam learning rate of the critic."""
-    exploration_sigma: float = 0.1
-    """Std of the Gaussian action noise, as a fraction of half the action range."""
-    exploration_sigma_end: float | None = None
-    """Final noise fraction (``None``: constant noise)."""
-    exploration_annealing_frames: int = 100_000
-    """Frames over which the noise decays to ``exploration_sigma_end``."""
-    loss_function: str = "l2"
-    """Critic regression loss."""
-    actor_cells: tuple[int, ...] = (256, 256)
-    """Hidden widths of the actor."""
-    critic_cells: tuple[int, ...] = (256, 256)
-    """Hidden widths of the critic."""
-    activation: str = "relu"
-    """Hidden activation."""
-    network: str = "mlp"
-    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
-    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
-    gnn_radius: float | None = None
-    """``network="gnn"``: connect the agents within this distance of each other (``None``:
-    a complete graph, every agent hears every other)."""
-    gnn_position: tuple[int, ...] = (0, 2)
-    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
-    that hold each agent's position (VMAS: ``(0, 2)``)."""
-    share_params: bool = True
-    """Groups: one set of parameters for every agent of the group."""
+    The :class:`~marl.algorithms.settings.DDPGRecipe` as it is: the loss's
+    :class:`~marl.objectives.settings.DDPGSettings`, the
+    :class:`~marl.algorithms.settings.ReplaySettings`, the actor's rates and exploration
+    (:class:`~marl.algorithms.settings.DeterministicActorTraining`) and the
+    :class:`~marl.algorithms.settings.OffPolicyNetworks`.
+
+    Examples:
+        >>> DDPGConfig().actor_cells, DDPGConfig().tau
+        ((256, 256), 0.005)
+    """
 
 
-def gaussian_exploration(info: GroupInfo, config: DDPGConfig) -> AdditiveGaussian:
+def gaussian_exploration(info: GroupInfo, config: DeterministicActorTraining) -> AdditiveGaussian:
     """Additive Gaussian noise scaled to the action range, clipped to the bounds."""
     low, high = action_bounds(info)
     half = float((high - low).max()) / 2
@@ -74,9 +55,32 @@ def gaussian_exploration(info: GroupInfo, config: DDPGConfig) -> AdditiveGaussia
     )
 
 
+def deterministic_actor_critic(
+    info: GroupInfo, config: OffPolicyNetworks, critic: nn.Module | None
+) -> tuple[nn.Module, nn.Module]:
+    """The deterministic actor, and ``critic`` or a per-agent ``Q(s, a)`` MLP critic."""
+    c = config
+    actor = deterministic_actor(
+        info,
+        c.actor_cells,
+        c.activation,
+        share_params=c.share_policy_params,
+        network=c.network_spec(),
+    )
+    if critic is None:
+        critic = state_action_value_critic(
+            info,
+            c.critic_cells,
+            c.activation,
+            share_params=c.share_critic_params,
+            network=c.network_spec(),
+        )
+    return actor, critic
+
+
 def build_ddpg(
     info: GroupInfo,
-    config: DDPGConfig,
+    config: DDPGRecipe,
     *,
     value_network: nn.Module | None = None,
     algorithm: str = "ddpg",
@@ -101,14 +105,8 @@ def build_ddpg(
         'DDPGLoss'
     """
     c = config
-    actor = deterministic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
-    if value_network is None:
-        value_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-        )
-    loss = DDPGLoss(actor, value_network, gamma=c.gamma, loss_function=c.loss_function)
+    actor, value_network = deterministic_actor_critic(info, c, value_network)
+    loss = DDPGLoss(actor, value_network, c)
     loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
     noise = gaussian_exploration(info, c)
     optimizer = make_optimizer(

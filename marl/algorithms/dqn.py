@@ -12,63 +12,35 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_network
 from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import EpsilonGreedy, QLearningRecipe, QLearningTraining
 from marl.algorithms.spec import AlgorithmSpec
-from marl.algorithms.updates import OffPolicyConfig, make_optimizer, off_policy_learner
+from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import EGreedy
-from marl.objectives import DQNLoss, HardUpdate, SoftUpdate
+from marl.objectives import DQNLoss, HardUpdate, LossModule, SoftUpdate
 
-__all__ = ["SPEC", "DQNConfig", "build_dqn"]
+__all__ = ["SPEC", "DQNConfig", "build_dqn", "epsilon_greedy", "q_networks", "target_updater"]
 
 
 @dataclass
-class DQNConfig(OffPolicyConfig):
-    """DQN hyperparameters (defaults for CartPole-like tasks, after RL Zoo's tuned values)."""
+class DQNConfig(QLearningRecipe):
+    """DQN hyperparameters (defaults tuned for CartPole-like tasks).
 
-    lr: float = 2.3e-3
-    """Adam learning rate."""
-    batch_size: int = 64
-    """Transitions per optimizer step."""
-    buffer_size: int = 100_000
-    """Replay buffer capacity."""
-    utd_ratio: float = 0.5
-    """Optimizer steps per collected frame."""
-    double_dqn: bool = True
-    """Select the next action with the online network (van Hasselt et al., 2016)."""
+    The :class:`~marl.algorithms.settings.QLearningRecipe` (DQN's rate, replay, target
+    period and epsilon are its defaults), with a Huber loss.
+
+    Examples:
+        >>> DQNConfig().loss_function, DQNConfig().target_update_period
+        ('smooth_l1', 128)
+    """
+
     loss_function: str = "smooth_l1"
-    """TD regression loss (Huber by default)."""
-    target_update_period: int | None = 128
-    """Hard target copy every this many optimizer steps; ``None`` uses soft updates (``tau``)."""
-    eps_init: float = 1.0
-    """Initial epsilon of epsilon-greedy exploration."""
-    eps_end: float = 0.04
-    """Final epsilon."""
-    eps_annealing_frames: int = 8_000
-    """Frames over which epsilon decays linearly."""
-    cells: tuple[int, ...] = (256, 256)
-    """Hidden widths of the Q-network."""
-    activation: str = "relu"
-    """Hidden activation."""
-    network: str = "mlp"
-    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
-    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
-    gnn_radius: float | None = None
-    """``network="gnn"``: connect the agents within this distance of each other (``None``:
-    a complete graph, every agent hears every other)."""
-    gnn_position: tuple[int, ...] = (0, 2)
-    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
-    that hold each agent's position (VMAS: ``(0, 2)``)."""
-    share_params: bool = True
-    """Groups: one set of parameters for every agent of the group."""
-    sequence_length: int = 16
-    """Recurrent Q-networks (``gru``/``lstm``): steps per replayed slice (slices never
-    cross an episode boundary; ``batch_size // sequence_length`` slices per step)."""
+    """Q regression loss (Huber: DQN's)."""
 
 
-def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> GroupLearner:
+def build_dqn(info: GroupInfo, config: QLearningRecipe, *, algorithm: str = "dqn") -> GroupLearner:
     """Build a DQN learner for one group.
 
     Args:
@@ -88,40 +60,48 @@ def build_dqn(info: GroupInfo, config: DQNConfig, *, algorithm: str = "dqn") -> 
     """
     c = config
     qnet, policy_qnet, slice_len = q_networks(info, c)
-    loss = DQNLoss(qnet, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function)
+    loss = DQNLoss(qnet, c)
     loss.set_keys(
         **info.loss_keys(),
         action_value=info.key("action_value"),
         action_mask=info.key("action_mask"),
     )
-    egreedy = EGreedy(
-        info.action_spec,
-        n_actions=info.n_actions,
-        eps_init=c.eps_init,
-        eps_end=c.eps_end,
-        annealing_num_steps=c.eps_annealing_frames,
-        action_key=info.key("action"),
-        action_mask_key=info.key("action_mask") if info.has_action_mask else None,
-    )
-    if c.target_update_period is None:
-        target_updater = SoftUpdate(loss, tau=c.tau)
-    else:
-        target_updater = HardUpdate(loss, period=c.target_update_period)
+    egreedy = epsilon_greedy(info, c)
     return off_policy_learner(
         info,
         c,
         policy=TensorDictSequential(policy_qnet, GreedyAction(info), egreedy),
         loss=loss,
         optimizer=make_optimizer({"qvalue": (qnet.parameters(), c.lr)}),
-        target_updater=target_updater,
+        target_updater=target_updater(loss, c),
         exploration=[egreedy],
         algorithm=algorithm,
         slice_len=slice_len,
     )
 
 
+def epsilon_greedy(info: GroupInfo, config: EpsilonGreedy) -> EGreedy:
+    """The group's epsilon-greedy exploration, legal-action masks honoured."""
+    return EGreedy(
+        info.action_spec,
+        n_actions=info.n_actions,
+        eps_init=config.eps_init,
+        eps_end=config.eps_end,
+        annealing_num_steps=config.eps_annealing_frames,
+        action_key=info.key("action"),
+        action_mask_key=info.key("action_mask") if info.has_action_mask else None,
+    )
+
+
+def target_updater(loss: LossModule, config: QLearningTraining) -> SoftUpdate | HardUpdate:
+    """Soft target updates at ``tau``, or hard ones every ``target_update_period`` steps."""
+    if config.target_update_period is None:
+        return SoftUpdate(loss, tau=config.tau)
+    return HardUpdate(loss, period=config.target_update_period)
+
+
 def q_networks(
-    info: GroupInfo, config: DQNConfig, *, mask: bool = False
+    info: GroupInfo, config: QLearningRecipe, *, mask: bool = False
 ) -> tuple[TensorDictModuleBase, TensorDictModuleBase, int | None]:
     """``(trained Q-network, collection Q-network, replay slice length)`` for a group.
 
@@ -134,13 +114,13 @@ def q_networks(
     c = config
     if c.network in RECURRENT_NETWORKS:
         step, sequence = recurrent_q_network(
-            info, c.network, c.cells, c.activation, share_params=c.share_params
+            info, c.network, c.cells, c.activation, share_params=c.share_policy_params
         )
         if mask:
             step = MaskedAgentValues(step, info)
         return SequenceQValues(sequence, info, mask=mask), step, c.sequence_length
     qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_params, network=network_spec(c)
+        info, c.cells, c.activation, share_params=c.share_policy_params, network=c.network_spec()
     )
     if mask:
         qnet = MaskedAgentValues(qnet, info)

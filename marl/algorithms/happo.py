@@ -11,7 +11,8 @@ regresses the value targets, as MAPPO's does.
 
 Roles:
 
-- :class:`HAPPOConfig`: MAPPO's hyperparameters, per-agent actors (required);
+- :class:`HAPPOConfig`: MAPPO's settings (the multi-agent PPO preset), per-agent actors
+  (required);
 - :class:`~marl.objectives.HAPPOLoss`: one agent's objective, its ratio, the critic's terms;
 - :class:`~marl.algorithms._agent_adam.AgentAdam`: the optimizer that steps one agent's
   slice of the stacked actor parameters and leaves the others' (and their Adam state)
@@ -33,10 +34,10 @@ from tensordict import TensorDictBase
 from marl.algorithms._agent_adam import AgentAdam
 from marl.algorithms._critics import centralized_critic
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.mappo import MAPPOConfig
+from marl.algorithms.ppo import point_at_group
+from marl.algorithms.settings import CentralCritic, MultiAgentPPO
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import (
     UpdateStats,
@@ -49,8 +50,8 @@ __all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo", "happo_round"]
 
 
 @dataclass
-class HAPPOConfig(MAPPOConfig):
-    """HAPPO hyperparameters: MAPPO's (BenchMARL-like defaults), per-agent actors.
+class HAPPOConfig(MultiAgentPPO, CentralCritic):
+    """HAPPO hyperparameters: the multi-agent PPO preset (MAPPO's), per-agent actors.
 
     ``epochs`` (MAPPO's 10) and ``minibatch_size`` apply to each agent's turn and to the
     critic's update, so an iteration runs ``n_agents + 1`` times MAPPO's epochs. (HARL
@@ -76,10 +77,6 @@ class HAPPOConfig(MAPPOConfig):
                 "happo updates each agent's policy in turn, so its agents need their own "
                 f"actor parameters: share_policy_params must be False, got "
                 f"{self.share_policy_params} (use mappo for a shared actor)"
-            )
-        if self.epochs < 1 or self.minibatch_size < 1:
-            raise ValueError(
-                f"epochs and minibatch_size must be >= 1, got {self.epochs}, {self.minibatch_size}"
             )
         super().__post_init__()
 
@@ -320,7 +317,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         )
     c = config
     actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=False, network=network_spec(c)
+        info, c.actor_cells, c.activation, share_params=False, network=c.network_spec()
     )
     critic = centralized_critic(
         info,
@@ -330,28 +327,9 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
-    loss = HAPPOLoss(
-        actor,
-        critic,
-        clip_epsilon=c.clip_epsilon,
-        entropy_coef=c.entropy_coef,
-        critic_coef=c.critic_coef,
-        loss_critic_type=c.loss_critic_type,
-        normalize_advantage=c.normalize_advantage,
-        clip_value=c.clip_value,
-        gamma=c.gamma,
-        lmbda=c.lmbda,
-    )
-    loss.set_keys(
-        **info.loss_keys(),
-        sample_log_prob=info.key("action_log_prob"),
-        value=info.key("state_value"),
-        advantage=info.key("advantage"),
-        value_target=info.key("value_target"),
-        truncated=info.done_key("truncated"),
-    )
+    loss = point_at_group(HAPPOLoss(actor, critic, c), info)
     critic_lr = c.lr if c.critic_lr is None else c.critic_lr
     optimizer = AgentAdam(
         [

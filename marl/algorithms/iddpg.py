@@ -7,36 +7,27 @@ pointed at the group's keys; :class:`IDDPGConfig` adds the multi-agent options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_action_value_critic
-from marl.algorithms.ddpg import DDPGConfig, build_ddpg
+from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import DDPGRecipe
 from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "IDDPGConfig", "build_iddpg"]
 
 
 @dataclass
-class IDDPGConfig(DDPGConfig):
-    """IDDPG hyperparameters: DDPG's, plus parameter sharing of actor and critic.
+class IDDPGConfig(DDPGRecipe):
+    """IDDPG hyperparameters: the :class:`~marl.algorithms.settings.DDPGRecipe`
+    (DDPG's), with the sharing of actor and critic parameters over a group's agents.
 
     Examples:
-        >>> IDDPGConfig(share_policy_params=False).share_params
+        >>> IDDPGConfig(share_policy_params=False).share_policy_params
         False
     """
-
-    share_policy_params: bool = True
-    """One set of actor parameters for every agent of the group (else vectorized per agent)."""
-    share_critic_params: bool = True
-    """One set of critic parameters for every agent of the group (else vectorized per agent)."""
-    share_params: bool = field(default=True, init=False)
-    """Set from ``share_policy_params`` (the name DDPG's builder reads for the actor)."""
-
-    def __post_init__(self) -> None:
-        self.share_params = self.share_policy_params
 
 
 def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
@@ -62,7 +53,7 @@ def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
         c.critic_cells,
         c.activation,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 

@@ -7,36 +7,27 @@ update is :func:`marl.algorithms.sac.build_sac` pointed at the group's keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.sac import SACConfig, build_sac
+from marl.algorithms.sac import build_sac
+from marl.algorithms.settings import SACRecipe
 from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "ISACConfig", "build_isac"]
 
 
 @dataclass
-class ISACConfig(SACConfig):
-    """ISAC hyperparameters: SAC's, plus parameter sharing of actor and critics.
+class ISACConfig(SACRecipe):
+    """ISAC hyperparameters: the :class:`~marl.algorithms.settings.SACRecipe` (SAC's),
+    with the sharing of actor and critic parameters over a group's agents.
 
     Examples:
         >>> ISACConfig(share_critic_params=False).share_critic_params
         False
     """
-
-    share_policy_params: bool = True
-    """One set of actor parameters for every agent of the group (else vectorized per agent)."""
-    share_critic_params: bool = True
-    """One set of Q-network parameters for every agent of the group (else per agent)."""
-    share_params: bool = field(default=True, init=False)
-    """Set from ``share_policy_params`` (the name SAC's builder reads for the actor)."""
-
-    def __post_init__(self) -> None:
-        self.share_params = self.share_policy_params
 
 
 def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
@@ -63,7 +54,7 @@ def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
         c.critic_cells,
         c.activation,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="isac")
 

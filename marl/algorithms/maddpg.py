@@ -10,34 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._critics import centralized_critic
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms.ddpg import build_ddpg
-from marl.algorithms.iddpg import IDDPGConfig
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import CentralCritic, DDPGRecipe
 from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MADDPGConfig", "build_maddpg"]
 
 
 @dataclass
-class MADDPGConfig(IDDPGConfig):
-    """MADDPG hyperparameters: IDDPG's, plus what the centralized critic sees.
+class MADDPGConfig(DDPGRecipe, CentralCritic):
+    """MADDPG hyperparameters: DDPG's recipe and what the centralized critic sees.
 
     Examples:
         >>> MADDPGConfig().critic_scope
         'group'
     """
-
-    critic_scope: str = "group"
-    """``"group"``: the critic sees its group's agents; ``"all"``: every group's agents."""
-    use_state: bool = True
-    """With ``critic_scope="group"``, read the env's global ``"state"`` when it has one."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_critic_scope(self.critic_scope)
 
 
 def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
@@ -67,7 +57,7 @@ def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 

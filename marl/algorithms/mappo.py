@@ -11,34 +11,25 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._critics import centralized_critic
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._recurrent import critic_network
-from marl.algorithms.ippo import IPPOConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
+from marl.algorithms.settings import CentralCritic, MultiAgentPPO
 from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MAPPOConfig", "build_mappo"]
 
 
 @dataclass
-class MAPPOConfig(IPPOConfig):
-    """MAPPO hyperparameters: IPPO's, plus what the centralized critic sees.
+class MAPPOConfig(MultiAgentPPO, CentralCritic):
+    """MAPPO hyperparameters: the multi-agent PPO preset and what the centralized critic sees.
 
     Examples:
         >>> MAPPOConfig(critic_scope="all").critic_scope
         'all'
     """
-
-    critic_scope: str = "group"
-    """``"group"``: the critic sees its group's agents; ``"all"``: every group's agents."""
-    use_state: bool = True
-    """With ``critic_scope="group"``, read the env's global ``"state"`` when it has one."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_critic_scope(self.critic_scope)
 
 
 def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:

@@ -11,34 +11,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic, check_critic_scope
+from marl.algorithms._critics import centralized_critic
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
-from marl.algorithms.isac import ISACConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
+from marl.algorithms.settings import CentralCritic, SACRecipe
 from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = ["SPEC", "MASACConfig", "build_masac"]
 
 
 @dataclass
-class MASACConfig(ISACConfig):
-    """MASAC hyperparameters: ISAC's, plus what the centralized critics see.
+class MASACConfig(SACRecipe, CentralCritic):
+    """MASAC hyperparameters: SAC's recipe and what the centralized critics see.
 
     Examples:
         >>> MASACConfig(critic_scope="all").critic_scope
         'all'
     """
-
-    critic_scope: str = "group"
-    """``"group"``: the critics see their group's agents; ``"all"``: every group's agents."""
-    use_state: bool = True
-    """With ``critic_scope="group"``, read the env's global ``"state"`` when it has one."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check_critic_scope(self.critic_scope)
 
 
 def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
@@ -70,7 +60,7 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
         scope=c.critic_scope,
         use_state=c.use_state,
         share_params=c.share_critic_params,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 

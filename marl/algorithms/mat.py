@@ -28,17 +28,23 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds, observation_inputs
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
+from marl.algorithms.settings import OnPolicyOptimization
 from marl.algorithms.spec import AlgorithmSpec
 from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
 from marl.objectives import PPOLoss
+from marl.objectives.settings import PPOSettings
 from marl.specs import Bounded, Categorical, OneHot
 
 __all__ = ["SPEC", "MATConfig", "build_mat"]
 
 
 @dataclass
-class MATConfig:
+class MATConfig(PPOSettings, OnPolicyOptimization):
     """MAT hyperparameters: the paper's MPE settings, the network scaled down for CPUs.
+
+    The loss's :class:`~marl.objectives.settings.PPOSettings` and the update's
+    :class:`~marl.algorithms.settings.OnPolicyOptimization` (the paper's values where they
+    differ), and the transformer's sizes.
 
     Examples:
         >>> MATConfig().embed_dim
@@ -51,22 +57,10 @@ class MATConfig:
 
     lr: float = 5e-4
     """Adam learning rate of the whole transformer (encoder, value head, decoder)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    lmbda: float = 0.95
-    """GAE lambda."""
-    clip_epsilon: float = 0.2
-    """PPO ratio clip range (on each agent's ratio)."""
     entropy_coef: float = 0.01
     """Weight of the entropy bonus (masked-out agents weighted out)."""
     critic_coef: float = 1.0
     """Weight of the value loss (the paper's ``value_loss_coef``)."""
-    loss_critic_type: str = "l2"
-    """Value regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
-    normalize_advantage: bool = True
-    """Standardize advantages over each minibatch (over the unmasked agents)."""
-    epochs: int = 10
-    """Passes over each collected batch (the paper's ``ppo_epoch``)."""
     minibatch_size: int = 400
     """Transitions (env steps, the group's agents together) per optimizer step."""
     max_grad_norm: float | None = 10.0
@@ -179,19 +173,8 @@ def build_mat(info: GroupInfo, config: MATConfig) -> GroupLearner:
         high=high,
     ).to(info.device)
     critic = MATValue(net, obs_keys, obs_ndims, info.key("state_value"))
-    loss = PPOLoss(
-        policy,
-        critic,
-        clip_epsilon=c.clip_epsilon,
-        entropy_coef=c.entropy_coef,
-        critic_coef=c.critic_coef,
-        loss_critic_type=c.loss_critic_type,
-        normalize_advantage=c.normalize_advantage,
-        gamma=c.gamma,
-        lmbda=c.lmbda,
-        # one encoder pass gives the decoder's representations and the values
-        value_from_actor=True,
-    )
+    # one encoder pass gives the decoder's representations and the values
+    loss = PPOLoss(policy, critic, c, value_from_actor=True)
     # the critic's parameters are the policy's (one network): one "actor" param group
     return policy_gradient_learner(info, c, loss, actor=policy, critic=critic, algorithm="mat")
 

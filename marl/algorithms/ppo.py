@@ -10,12 +10,11 @@ critic (e.g. a centralized one). The update itself, step by step, is
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TypeVar
 
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
     RECURRENT_NETWORKS,
@@ -25,68 +24,46 @@ from marl.algorithms._recurrent import (
 )
 from marl.algorithms.contracts import OnPolicySettings
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import ActorCriticNetworks, PPORecipe
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
-from marl.objectives import PPOLoss
+from marl.objectives import LossModule, PPOLoss
 
-__all__ = ["SPEC", "PPOConfig", "build_ppo", "policy_gradient_learner"]
+__all__ = ["SPEC", "PPOConfig", "build_ppo", "point_at_group", "policy_gradient_learner"]
+
+LossT = TypeVar("LossT", bound=LossModule)
 
 _WHOLE = 1 << 30  # a sequence length no rollout reaches: each env's whole rollout
 
 
 @dataclass
-class PPOConfig:
-    """PPO hyperparameters (defaults tuned for the classic control tasks)."""
+class PPOConfig(PPORecipe):
+    """PPO hyperparameters (defaults tuned for the classic control tasks).
 
-    lr: float = 3e-4
-    """Adam learning rate of the actor (and of the critic unless ``critic_lr`` is set)."""
-    critic_lr: float | None = None
-    """Adam learning rate of the critic (``None``: ``lr``). At a small actor rate, a critic
-    that must fit returns of tens to hundreds lags behind and biases the advantages; the
-    CartPole learning tests use ``1e-2`` (see ``docs/basic/algorithms_and_tasks.md``)."""
-    gamma: float = 0.99
-    """Discount factor."""
-    lmbda: float = 0.95
-    """GAE lambda."""
-    clip_epsilon: float = 0.2
-    """PPO ratio clip range."""
-    entropy_coef: float = 0.0
-    """Weight of the entropy bonus."""
-    critic_coef: float = 0.5
-    """Weight of the critic loss."""
-    loss_critic_type: str = "l2"
-    """Critic regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
-    normalize_advantage: bool = True
-    """Standardize advantages over each minibatch."""
-    clip_value: float | None = None
-    """Clip the critic update around the stored value (``None``: off)."""
-    epochs: int = 10
-    """Passes over each collected batch."""
-    minibatch_size: int = 256
-    """Transitions per optimizer step."""
-    max_grad_norm: float | None = 0.5
-    """Gradient clipping, per role (actor, critic); ``None`` disables it."""
-    actor_cells: tuple[int, ...] = (64, 64)
-    """Hidden widths of the actor."""
-    critic_cells: tuple[int, ...] = (64, 64)
-    """Hidden widths of the critic."""
-    activation: str = "tanh"
-    """Hidden activation (``tanh``, ``relu``, ``elu``, ``silu``, ``leaky_relu``)."""
-    network: str = "mlp"
-    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
-    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
-    gnn_radius: float | None = None
-    """``network="gnn"``: connect the agents within this distance of each other (``None``:
-    a complete graph, every agent hears every other)."""
-    gnn_position: tuple[int, ...] = (0, 2)
-    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
-    that hold each agent's position (VMAS: ``(0, 2)``)."""
-    share_params: bool = True
-    """Groups: one set of parameters for every agent of the group."""
-    sequence_length: int | None = None
-    """Recurrent actors (``gru``/``lstm``): steps per training sequence (``None``: each
-    env's whole collected rollout). Minibatches are ``minibatch_size // sequence_length``
-    whole sequences, each unrolled from the hidden state stored at its first step."""
+    The :class:`~marl.algorithms.settings.PPORecipe` as it is, with no field of its own:
+    the loss's :class:`~marl.objectives.settings.PPOSettings`, the
+    :class:`~marl.algorithms.settings.OnPolicyOptimization` and
+    :class:`~marl.algorithms.settings.ActorCriticTraining` of the update, and the
+    :class:`~marl.algorithms.settings.ActorCriticNetworks`.
+
+    Examples:
+        >>> PPOConfig().clip_epsilon, PPOConfig().actor_cells
+        (0.2, (64, 64))
+    """
+
+
+def point_at_group(loss: LossT, info: GroupInfo) -> LossT:
+    """Point a policy-gradient loss at the group's entries (its agent mask included, when
+    the group has one) and return it."""
+    loss.set_keys(
+        **info.loss_keys(),
+        sample_log_prob=info.key("action_log_prob"),
+        value=info.key("state_value"),
+        advantage=info.key("advantage"),
+        value_target=info.key("value_target"),
+        truncated=info.done_key("truncated"),
+    )
+    return loss
 
 
 def policy_gradient_learner(
@@ -111,14 +88,7 @@ def policy_gradient_learner(
     trains on sequences of ``sequence_length`` steps (``None``: each env's whole rollout).
     """
     recurrent = policy is not None and is_recurrent(policy)
-    loss.set_keys(
-        **info.loss_keys(),
-        sample_log_prob=info.key("action_log_prob"),
-        value=info.key("state_value"),
-        advantage=info.key("advantage"),
-        value_target=info.key("value_target"),
-        truncated=info.done_key("truncated"),
-    )
+    point_at_group(loss, info)
     optimizer = make_optimizer(
         {
             "actor": (actor.parameters(), config.lr),
@@ -145,7 +115,9 @@ def policy_gradient_learner(
     )
 
 
-def actor_and_policy(info: GroupInfo, config: Any) -> tuple[nn.Module, nn.Module | None]:
+def actor_and_policy(
+    info: GroupInfo, config: ActorCriticNetworks
+) -> tuple[nn.Module, nn.Module | None]:
     """``(the loss's actor, the collection policy or None when it is the actor)``.
 
     A recurrent network (``gru``/``lstm``) gives two modes over the same parameters
@@ -155,18 +127,22 @@ def actor_and_policy(info: GroupInfo, config: Any) -> tuple[nn.Module, nn.Module
     c = config
     if c.network in RECURRENT_NETWORKS:
         policy, actor = recurrent_stochastic_actor(
-            info, c.network, c.actor_cells, c.activation, share_params=c.share_params
+            info, c.network, c.actor_cells, c.activation, share_params=c.share_policy_params
         )
         return actor, policy
     actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
+        info,
+        c.actor_cells,
+        c.activation,
+        share_params=c.share_policy_params,
+        network=c.network_spec(),
     )
     return actor, None
 
 
 def build_ppo(
     info: GroupInfo,
-    config: PPOConfig,
+    config: PPORecipe,
     *,
     critic: nn.Module | None = None,
     algorithm: str = "ppo",
@@ -197,21 +173,10 @@ def build_ppo(
             info,
             c.critic_cells,
             c.activation,
-            share_params=c.share_params,
+            share_params=c.share_critic_params,
             network=critic_network(c),
         )
-    loss = PPOLoss(
-        actor,
-        critic,
-        clip_epsilon=c.clip_epsilon,
-        entropy_coef=c.entropy_coef,
-        critic_coef=c.critic_coef,
-        loss_critic_type=c.loss_critic_type,
-        normalize_advantage=c.normalize_advantage,
-        clip_value=c.clip_value,
-        gamma=c.gamma,
-        lmbda=c.lmbda,
-    )
+    loss = PPOLoss(actor, critic, c)
     return policy_gradient_learner(
         info,
         c,

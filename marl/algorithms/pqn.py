@@ -17,86 +17,35 @@ of the agents' values on the team's returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import GreedyAction, q_value_network
+from marl.algorithms.dqn import epsilon_greedy
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import PQNRecipe
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
-from marl.modules import EGreedy
 from marl.objectives import PQNLoss
 
 __all__ = ["SPEC", "PQNConfig", "build_pqn", "pqn_learner"]
 
 
 @dataclass
-class PQNConfig:
-    """PQN hyperparameters.
+class PQNConfig(PQNRecipe):
+    """PQN hyperparameters: the :class:`~marl.algorithms.settings.PQNRecipe` as it is.
 
     Examples:
         >>> PQNConfig().layer_norm
         True
     """
 
-    lr: float = 5e-4
-    """Adam learning rate."""
-    gamma: float = 0.99
-    """Discount factor."""
-    lmbda: float = 0.65
-    """Lambda of the Q(lambda) returns (the paper's value; 0 gives one-step targets)."""
-    epochs: int = 4
-    """Passes over each rollout."""
-    minibatch_size: int = 1000
-    """Transitions (env steps, all agents of the group together) per optimizer step."""
-    max_grad_norm: float | None = 10.0
-    """Gradient clipping; ``None`` disables it."""
-    loss_function: str = "l2"
-    """Regression loss: ``"l2"``, ``"l1"`` or ``"smooth_l1"``."""
-    eps_init: float = 1.0
-    """Initial epsilon of epsilon-greedy exploration."""
-    eps_end: float = 0.05
-    """Final epsilon."""
-    eps_annealing_frames: int = 50_000
-    """Frames over which epsilon decays linearly (PQN anneals over a fraction of the run:
-    set it to about a fifth of your frame budget)."""
-    cells: tuple[int, ...] = (128, 128)
-    """Hidden widths of the Q-network."""
-    activation: str = "relu"
-    """Hidden activation."""
-    network: str = "mlp"
-    """Body of every network (``model.network``): ``mlp``, ``deepsets``, ``gnn``, ``cnn``,
-    ``gru`` or ``lstm`` (see ``docs/basic/models.md`` for which algorithm takes which)."""
-    gnn_radius: float | None = None
-    """``network="gnn"``: connect the agents within this distance of each other (``None``:
-    a complete graph, every agent hears every other)."""
-    gnn_position: tuple[int, ...] = (0, 2)
-    """``network="gnn"`` with ``gnn_radius``: ``(start, stop)`` of the observation features
-    that hold each agent's position (VMAS: ``(0, 2)``)."""
-    layer_norm: bool = True
-    """Layer normalization after each hidden layer: what lets PQN drop the target network."""
-    share_policy_params: bool = True
-    """Groups: one Q-network for every agent of the group (else vectorized per agent)."""
-    share_params: bool = field(default=True, init=False)
-    """Set from ``share_policy_params`` (the name the Q-network builder reads)."""
-
-    def __post_init__(self) -> None:
-        self.share_params = self.share_policy_params
-        if not 0.0 <= self.lmbda <= 1.0:
-            raise ValueError(f"lmbda must be in [0, 1], got {self.lmbda}")
-        if not 0.0 <= self.eps_end <= self.eps_init <= 1.0:
-            raise ValueError(
-                f"need 0 <= eps_end <= eps_init <= 1, got eps_init={self.eps_init}, "
-                f"eps_end={self.eps_end}"
-            )
-
 
 def pqn_learner(
     info: GroupInfo,
-    config: PQNConfig,
+    config: PQNRecipe,
     *,
     qnet: TensorDictModuleBase,
     team: bool,
@@ -116,7 +65,7 @@ def pqn_learner(
         The group's learner.
     """
     c = config
-    loss = PQNLoss(qnet, gamma=c.gamma, lmbda=c.lmbda, team=team, loss_function=c.loss_function)
+    loss = PQNLoss(qnet, c, team=team)
     keys = info.loss_keys()
     if team:
         # the team value bootstraps until the episode (not one agent) ends; the loss is
@@ -131,15 +80,7 @@ def pqn_learner(
         value_target=info.key("value_target"),
         truncated=(*keys["done"][:-1], "truncated"),
     )
-    egreedy = EGreedy(
-        info.action_spec,
-        n_actions=info.n_actions,
-        eps_init=c.eps_init,
-        eps_end=c.eps_end,
-        annealing_num_steps=c.eps_annealing_frames,
-        action_key=info.key("action"),
-        action_mask_key=info.key("action_mask") if info.has_action_mask else None,
-    )
+    egreedy = epsilon_greedy(info, c)
     optimizer = make_optimizer({"qvalue": (qnet.parameters(), c.lr)})
     updater = OnPolicyUpdater(
         loss=loss,
@@ -184,9 +125,9 @@ def build_pqn(info: GroupInfo, config: PQNConfig) -> GroupLearner:
         info,
         c.cells,
         c.activation,
-        share_params=c.share_params,
+        share_params=c.share_policy_params,
         layer_norm=c.layer_norm,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     return pqn_learner(info, c, qnet=qnet, team=False, algorithm="pqn")
 

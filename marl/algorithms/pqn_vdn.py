@@ -15,10 +15,10 @@ from dataclasses import dataclass
 from tensordict.nn import TensorDictModuleBase
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
 from marl.algorithms._policies import q_value_network
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.pqn import PQNConfig, pqn_learner
+from marl.algorithms.pqn import pqn_learner
+from marl.algorithms.settings import PQNRecipe
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.vdn import MaskedAgentValues
 
@@ -26,8 +26,8 @@ __all__ = ["SPEC", "PQNVDNConfig", "build_pqn_vdn"]
 
 
 @dataclass
-class PQNVDNConfig(PQNConfig):
-    """PQN-VDN hyperparameters: PQN's (the sum has none).
+class PQNVDNConfig(PQNRecipe):
+    """PQN-VDN hyperparameters: PQN's recipe (the sum has none).
 
     Examples:
         >>> PQNVDNConfig().lmbda
@@ -62,9 +62,9 @@ def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:
         info,
         c.cells,
         c.activation,
-        share_params=c.share_params,
+        share_params=c.share_policy_params,
         layer_norm=c.layer_norm,
-        network=network_spec(c),
+        network=c.network_spec(),
     )
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import MultiAgentQLearning
 from marl.algorithms.spec import AlgorithmSpec
-from marl.algorithms.vdn import VDNConfig, check_mixed_group, value_decomposition_learner
+from marl.algorithms.vdn import check_mixed_group, value_decomposition_learner
 from marl.modules import QMixer
 from marl.specs import Composite
 
@@ -20,8 +21,8 @@ __all__ = ["SPEC", "QMIXConfig", "build_qmix"]
 
 
 @dataclass
-class QMIXConfig(VDNConfig):
-    """QMIX hyperparameters: VDN's, plus the mixer's.
+class QMIXConfig(MultiAgentQLearning):
+    """QMIX hyperparameters: the multi-agent Q-learning preset (VDN's), plus the mixer's.
 
     Examples:
         >>> QMIXConfig().mixing_embed_dim

@@ -11,11 +11,19 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms.contracts import Learner
 from marl.algorithms.value_checks import check_config_values
 
-__all__ = ["AlgorithmSpec", "ConfigT"]
+__all__ = ["RENAMED", "AlgorithmSpec", "ConfigT"]
 
 
 ConfigT = TypeVar("ConfigT")
 """An algorithm's config dataclass: what its spec makes and its builder reads."""
+
+
+RENAMED: dict[str, str] = {
+    "share_params": "share_policy_params (the actor or Q-network) and share_critic_params "
+    "(the critic)",
+}
+"""Config fields that were renamed, and their new names: an old key is refused with the
+new one named, not silently ignored."""
 
 
 @dataclass(frozen=True)
@@ -49,8 +57,16 @@ class AlgorithmSpec(Generic[ConfigT]):
         """A config instance from ``None`` (defaults), an instance, or a dict of overrides.
 
         Raises:
-            ValueError: for an unknown field, or a value out of its range
+            ValueError: for an unknown field (a renamed one with its new name, see
+                :data:`RENAMED`), or a value out of its range
                 (:func:`~marl.algorithms.value_checks.check_config_values`).
+
+        Examples:
+            >>> from marl.algorithms import get_algorithm
+            >>> get_algorithm("ppo").make_config({"share_params": False})
+            Traceback (most recent call last):
+            ...
+            ValueError: ppo config: share_params is now share_policy_params (the actor or Q-network) and share_critic_params (the critic)
         """
         if config is None:
             return self.config_cls()
@@ -60,6 +76,9 @@ class AlgorithmSpec(Generic[ConfigT]):
         if isinstance(config, Mapping):
             names = {f.name for f in dataclasses.fields(self.config_cls) if f.init}
             unknown = sorted(set(config) - names)
+            renamed = [f"{old} is now {RENAMED[old]}" for old in unknown if old in RENAMED]
+            if renamed:
+                raise ValueError(f"{self.name} config: " + "; ".join(renamed))
             if unknown:
                 raise ValueError(
                     f"unknown {self.name} config field(s) {unknown}; valid: {sorted(names)}"

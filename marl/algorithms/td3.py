@@ -13,29 +13,28 @@ from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import network_spec
-from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
-from marl.algorithms.ddpg import DDPGConfig, gaussian_exploration
+from marl.algorithms._policies import action_bounds
+from marl.algorithms.ddpg import deterministic_actor_critic, gaussian_exploration
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import DeterministicActorTraining, OffPolicyNetworks, ReplaySettings
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import SoftUpdate, TD3Loss
+from marl.objectives.settings import TD3Settings
 
 __all__ = ["SPEC", "TD3Config", "build_td3"]
 
 
 @dataclass
-class TD3Config(DDPGConfig):
-    """TD3 hyperparameters: DDPG's, plus target smoothing and the actor delay."""
+class TD3Config(TD3Settings, ReplaySettings, DeterministicActorTraining, OffPolicyNetworks):
+    """TD3 hyperparameters: DDPG's update, networks and exploration with TD3's loss
+    (:class:`~marl.objectives.settings.TD3Settings`: twin Q, target smoothing, the
+    actor's delay).
 
-    policy_noise: float = 0.2
-    """Std of the target-policy smoothing noise, as a fraction of half the action range."""
-    noise_clip: float = 0.5
-    """Clip of the smoothing noise, as a fraction of half the action range."""
-    policy_delay: int = 2
-    """Critic updates per actor update."""
-    num_qvalue_nets: int = 2
-    """Q-networks whose minimum is the target (2: clipped double Q)."""
+    Examples:
+        >>> TD3Config().policy_delay, TD3Config().actor_lr
+        (2, 0.001)
+    """
 
 
 def build_td3(
@@ -60,27 +59,9 @@ def build_td3(
         2
     """
     c = config
-    actor = deterministic_actor(
-        info, c.actor_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-    )
-    if qvalue_network is None:
-        qvalue_network = state_action_value_critic(
-            info, c.critic_cells, c.activation, share_params=c.share_params, network=network_spec(c)
-        )
+    actor, qvalue_network = deterministic_actor_critic(info, c, qvalue_network)
     low, high = action_bounds(info)
-    half = float((high - low).max()) / 2
-    loss = TD3Loss(
-        actor,
-        qvalue_network,
-        low=low,
-        high=high,
-        num_qvalue_nets=c.num_qvalue_nets,
-        gamma=c.gamma,
-        policy_noise=c.policy_noise * half,
-        noise_clip=c.noise_clip * half,
-        policy_delay=c.policy_delay,
-        loss_function=c.loss_function,
-    )
+    loss = TD3Loss(actor, qvalue_network, c, low=low, high=high)
     loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
     noise = gaussian_exploration(info, c)
     optimizer = make_optimizer(

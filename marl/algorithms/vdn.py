@@ -16,20 +16,20 @@ from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues
-from marl.algorithms.dqn import q_networks
-from marl.algorithms.iql import IQLConfig
+from marl.algorithms.dqn import epsilon_greedy, q_networks, target_updater
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import MultiAgentQLearning
 from marl.algorithms.spec import AlgorithmSpec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
-from marl.modules import EGreedy, VDNMixer
-from marl.objectives import HardUpdate, QMixLoss, SoftUpdate
+from marl.modules import VDNMixer
+from marl.objectives import QMixLoss
 
 __all__ = ["SPEC", "MaskedAgentValues", "VDNConfig", "build_vdn", "value_decomposition_learner"]
 
 
 @dataclass
-class VDNConfig(IQLConfig):
-    """VDN hyperparameters: IQL's (BenchMARL-like defaults); the mixer has none.
+class VDNConfig(MultiAgentQLearning):
+    """VDN hyperparameters: the multi-agent Q-learning preset (IQL's); the mixer has none.
 
     Examples:
         >>> VDNConfig().gamma
@@ -39,7 +39,7 @@ class VDNConfig(IQLConfig):
 
 def value_decomposition_learner(
     info: GroupInfo,
-    config: IQLConfig,
+    config: MultiAgentQLearning,
     mixer: nn.Module,
     *,
     state_key: object = None,
@@ -59,9 +59,7 @@ def value_decomposition_learner(
     """
     c = config
     qnet, policy_qnet, slice_len = q_networks(info, c, mask=info.has_agent_mask)
-    loss = QMixLoss(
-        qnet, mixer, gamma=c.gamma, double_dqn=c.double_dqn, loss_function=c.loss_function
-    )
+    loss = QMixLoss(qnet, mixer, c)
     # the team value bootstraps until the episode (not one agent) ends; the loss is on
     # Q_tot, so it has no agent mask: masked agents are removed from its inputs instead
     loss.set_keys(
@@ -73,19 +71,7 @@ def value_decomposition_learner(
         terminated=("next", "terminated"),
         **({} if state_key is None else {"state": state_key}),
     )
-    egreedy = EGreedy(
-        info.action_spec,
-        n_actions=info.n_actions,
-        eps_init=c.eps_init,
-        eps_end=c.eps_end,
-        annealing_num_steps=c.eps_annealing_frames,
-        action_key=info.key("action"),
-        action_mask_key=info.key("action_mask") if info.has_action_mask else None,
-    )
-    if c.target_update_period is None:
-        target_updater = SoftUpdate(loss, tau=c.tau)
-    else:
-        target_updater = HardUpdate(loss, period=c.target_update_period)
+    egreedy = epsilon_greedy(info, c)
     optimizer = make_optimizer(
         {"qvalue": (qnet.parameters(), c.lr), "mixer": (mixer.parameters(), c.lr)}
     )
@@ -95,7 +81,7 @@ def value_decomposition_learner(
         policy=TensorDictSequential(policy_qnet, GreedyAction(info), egreedy),
         loss=loss,
         optimizer=optimizer,
-        target_updater=target_updater,
+        target_updater=target_updater(loss, c),
         exploration=[egreedy],
         algorithm=algorithm,
         slice_len=slice_len,

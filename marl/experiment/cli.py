@@ -535,7 +535,8 @@ def lock_run_dir(args: list[str]) -> Any:
 
 def check_task_overrides(args: Sequence[str]) -> None:
     """Refuse a ``task=`` override (each value of a ``-m`` sweep) that names no catalogued
-    task, suggesting the closest names, before hydra creates a run folder for it.
+    task, suggesting the closest names, and a renamed ``algorithm.<key>`` with its new
+    name, before hydra creates a run folder for them.
 
     Raises:
         ValueError: from :func:`marl.envs.tasks.check_task_name`.
@@ -546,11 +547,20 @@ def check_task_overrides(args: Sequence[str]) -> None:
         Traceback (most recent call last):
         ...
         ValueError: unknown task 'vmas/navigaton'; closest names: ['vmas/navigation', ...]
+        >>> check_task_overrides(["algorithm.share_params=false"])
+        Traceback (most recent call last):
+        ...
+        ValueError: algorithm.share_params is now share_policy_params (the actor or Q-network) and share_critic_params (the critic)
     """
+    from marl.algorithms.spec import RENAMED
     from marl.envs.tasks import check_task_name
 
     for arg in args:
         key, sep, value = arg.partition("=")
+        path = key.lstrip("+~").split(".")
+        if sep and path[0] == "algorithm" and path[-1] in RENAMED:
+            # hydra would say only "Key ... not in ...": name the new key
+            raise ValueError(f"{key} is now {RENAMED[path[-1]]}")
         if not sep or key.lstrip("+~") != "task" or "${" in value or "(" in value:
             continue  # not a plain task override (interpolations and sweep functions pass)
         for name in value.split(","):

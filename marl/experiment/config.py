@@ -17,6 +17,7 @@ from importlib.util import find_spec
 from typing import Any
 
 from marl.algorithms import NETWORKS
+from marl.algorithms.settings import NetworkSettings
 from marl.export import FORMATS as EXPORT_FORMATS
 
 __all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
@@ -257,19 +258,18 @@ class ExperimentConfig:
 class ModelConfig:
     """Network sizes shared by every algorithm; ``None`` keeps the algorithm's own default.
 
-    The fields map onto the algorithm config: ``actor_cells``/``critic_cells`` (or
-    ``cells`` for the Q-network of value-based algorithms), ``activation``, the
-    network body (``network``), and the parameter sharing of actors and critics
-    across a group's agents.
+    The fields map onto the algorithm config's network settings (:meth:`apply_to`):
+    ``actor_cells``/``critic_cells`` (``cells`` for the Q-network of value-based
+    algorithms), ``activation``, the network body (``network``), and the parameter
+    sharing of actors and critics across a group's agents.
 
     Examples:
-        >>> ModelConfig(actor_cells=[128, 128]).algorithm_overrides(
-        ...     {"actor_cells", "critic_cells", "activation"})
-        {'actor_cells': (128, 128)}
-        >>> ModelConfig(actor_cells=[32]).algorithm_overrides({"cells", "activation"})
-        {'cells': (32,)}
-        >>> ModelConfig(network="gnn").algorithm_overrides({"cells", "network"})
-        {'network': 'gnn'}
+        >>> from marl.algorithms.dqn import DQNConfig
+        >>> from marl.algorithms.ppo import PPOConfig
+        >>> ModelConfig(actor_cells=[128, 128]).apply_to(PPOConfig(), "ppo").actor_cells
+        (128, 128)
+        >>> ModelConfig(actor_cells=[32], critic_cells=[8]).apply_to(DQNConfig(), "dqn").cells
+        (32,)
         >>> ModelConfig(network="transformer").validate()
         Traceback (most recent call last):
         ...
@@ -312,34 +312,40 @@ class ModelConfig:
             )
         return self
 
-    def algorithm_overrides(self, fields: set[str]) -> dict[str, Any]:
-        """The algorithm-config entries this model sets, among the algorithm's ``fields``."""
-        out: dict[str, Any] = {}
-        if self.actor_cells is not None:
-            key = "actor_cells" if "actor_cells" in fields else "cells"
-            out[key] = tuple(int(c) for c in self.actor_cells)
-        if self.critic_cells is not None and "critic_cells" in fields:
-            out["critic_cells"] = tuple(int(c) for c in self.critic_cells)
-        if self.activation is not None:
-            out["activation"] = self.activation
-        if self.network is not None:
-            out["network"] = self.network
-        if self.gnn_radius is not None:
-            out["gnn_radius"] = float(self.gnn_radius)
-        if self.gnn_position is not None:
-            out["gnn_position"] = tuple(int(i) for i in self.gnn_position)
-        for name in ("share_policy_params", "share_critic_params"):
-            value = getattr(self, name)
-            if value is None:
-                continue
-            if name in fields:
-                out[name] = value
-            elif name == "share_policy_params" and "share_params" in fields:
-                out["share_params"] = value  # single-agent algorithms: one switch
-        unknown = set(out) - fields
-        if unknown:
-            raise ValueError(f"model: the algorithm has no field(s) {sorted(unknown)}")
-        return out
+    def apply_to(self, config: Any, algorithm: str) -> Any:
+        """``config`` (an algorithm config) with the settings this model gives applied.
+
+        Each ``model.<key>`` sets the field the algorithm's network settings name for it
+        (:attr:`~marl.algorithms.settings.NetworkSettings.MODEL_KEYS`): the Q-learners'
+        ``cells`` take ``actor_cells``, and a key that means nothing to an algorithm
+        (a critic's width for a Q-learner) is left out.
+
+        Raises:
+            ValueError: for model settings given to an algorithm without network settings
+                (``mat``: a transformer sized by its own fields).
+        """
+        given = {
+            f.name: getattr(self, f.name)
+            for f in dataclasses.fields(self)
+            if getattr(self, f.name) is not None
+        }
+        if not given:
+            return config
+        if not isinstance(config, NetworkSettings):
+            fields = sorted(f.name for f in dataclasses.fields(config) if f.init)
+            raise ValueError(
+                f"model: algorithm {algorithm!r} does not take these model settings: "
+                f"{sorted(given)}; it has no network settings to apply them to (its fields "
+                f"are {fields})"
+            )
+        keys = type(config).MODEL_KEYS
+        changes = {keys[k]: _model_value(v) for k, v in given.items() if keys[k] is not None}
+        return dataclasses.replace(config, **changes)
+
+
+def _model_value(value: Any) -> Any:
+    """A model value as the algorithm configs hold it (YAML lists -> tuples of ints)."""
+    return tuple(int(v) for v in value) if isinstance(value, (list, tuple)) else value
 
 
 def config_from_dict(cls: type, values: Mapping[str, Any] | None, where: str) -> Any:

@@ -162,10 +162,8 @@ def _algorithm(node: Mapping[str, Any], model: Mapping[str, Any] | None) -> Any:
     name = node.pop("name")
     spec = get_algorithm(name)
     overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in node.items()}
-    config = spec.make_config(overrides)
-    fields = {f.name for f in dataclasses.fields(config) if f.init}
-    changes = ModelConfig(**dict(model or {})).algorithm_overrides(fields)
-    return Algorithm(name, dataclasses.replace(config, **changes) if changes else config)
+    config = ModelConfig(**dict(model or {})).apply_to(spec.make_config(overrides), name)
+    return Algorithm(name, config)
 
 
 def _resumed_config(

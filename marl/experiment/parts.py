@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from marl.algorithms import Algorithm, get_algorithm, network_refusal
+from marl.algorithms.settings import ReplaySettings
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, make_task
 from marl.envs.common import EnvBase
@@ -122,23 +123,16 @@ def _algorithm_config(
     if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
         overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
     config = spec.make_config(overrides)
-    fields = {f.name for f in dataclasses.fields(config) if f.init}
     if model.network is not None:
         why = network_refusal(name, model.network)
         if why is not None:  # refused now, not once the env is made
             raise ValueError(
                 f"model.network={model.network!r}: algorithm {name!r} cannot use it: {why}"
             )
-    try:
-        changes = model.algorithm_overrides(fields)
-    except ValueError as err:  # e.g. model=large on mat, which has no MLP to size
-        raise ValueError(
-            f"{err}: algorithm {name!r} does not take these model settings; "
-            f"its fields are {sorted(fields)}"
-        ) from None
-    if "buffer_device" in fields:
-        changes["buffer_device"] = buffer_device
-    return dataclasses.replace(config, **changes) if changes else config
+    config = model.apply_to(config, name)
+    if isinstance(config, ReplaySettings):
+        config = dataclasses.replace(config, buffer_device=buffer_device)
+    return config
 
 
 def make_task_env(

@@ -6,7 +6,7 @@ loss pointed at a group's keys. This package imports only torch, tensordict, num
 and ``marl._C``; the networks it trains are passed in as modules.
 """
 
-from marl.objectives import value
+from marl.objectives import settings, value
 from marl.objectives.common import ActorCritic, KeyedModule, LossModule
 from marl.objectives.ddpg import DDPGLoss
 from marl.objectives.dqn import DQNLoss
@@ -16,6 +16,15 @@ from marl.objectives.ppo import A2CLoss, PPOLoss
 from marl.objectives.pqn import PQNLoss, QLambda
 from marl.objectives.qmix import QMixLoss
 from marl.objectives.sac import DiscreteSACLoss, SACLoss
+from marl.objectives.settings import (
+    A2CSettings,
+    DDPGSettings,
+    DQNSettings,
+    PPOSettings,
+    PQNSettings,
+    SACSettings,
+    TD3Settings,
+)
 from marl.objectives.targets import HardUpdate, SoftUpdate
 from marl.objectives.td3 import TD3Loss
 
@@ -23,23 +32,31 @@ __all__ = [
     "GAE",
     "TD0",
     "A2CLoss",
+    "A2CSettings",
     "ActorCritic",
     "DDPGLoss",
+    "DDPGSettings",
     "DQNLoss",
+    "DQNSettings",
     "DiscreteSACLoss",
     "HAPPOLoss",
     "HardUpdate",
     "KeyedModule",
     "LossModule",
     "PPOLoss",
+    "PPOSettings",
     "PQNLoss",
+    "PQNSettings",
     "QLambda",
     "QMixLoss",
     "SACLoss",
+    "SACSettings",
     "SoftUpdate",
     "TD3Loss",
+    "TD3Settings",
     "TDLambda",
     "VTrace",
     "ValueEstimator",
+    "settings",
     "value",
 ]

@@ -19,6 +19,7 @@ from marl.objectives.common import (
     td_target,
     unique_keys,
 )
+from marl.objectives.settings import DDPGSettings
 
 __all__ = ["DDPGLoss", "q_frozen"]
 
@@ -41,8 +42,8 @@ class DDPGLoss(LossModule):
         actor: deterministic policy module writing ``action``.
         value_network: module reading the observation(s) and ``action``, writing
             ``state_action_value``.
-        gamma: discount factor.
-        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        settings: ``gamma`` and ``loss_function``
+            (:class:`~marl.objectives.settings.DDPGSettings`; ``None``: its defaults).
 
     Returns (``forward``):
         TensorDict with ``loss_actor``, ``loss_value`` and diagnostics.
@@ -81,17 +82,16 @@ class DDPGLoss(LossModule):
         self,
         actor: TensorDictModuleBase,
         value_network: TensorDictModuleBase,
-        *,
-        gamma: float = 0.99,
-        loss_function: str = "l2",
+        settings: DDPGSettings | None = None,
     ) -> None:
+        settings = DDPGSettings() if settings is None else settings
         super().__init__()
         self.actor = actor
         self.value_network = value_network
         self._make_target("actor", actor)
         self._make_target("value_network", value_network)
-        self.gamma = gamma
-        self.loss_function = check_loss_kind(loss_function)
+        self.gamma = settings.gamma
+        self.loss_function = check_loss_kind(settings.loss_function)
 
     @property
     def in_keys(self) -> list[NestedKey]:

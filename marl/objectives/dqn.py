@@ -17,6 +17,7 @@ from marl.objectives.common import (
     td_target,
     unique_keys,
 )
+from marl.objectives.settings import DQNSettings
 
 __all__ = ["DQNLoss", "chosen_action_value", "masked_max_action_value"]
 
@@ -81,9 +82,8 @@ class DQNLoss(LossModule):
 
     Args:
         value_network: module writing ``action_value`` (``[*B, n_actions]``) from the obs.
-        gamma: discount factor.
-        double_dqn: select the next action with the online network.
-        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        settings: ``gamma``, ``double_dqn`` and ``loss_function``
+            (:class:`~marl.objectives.settings.DQNSettings`; ``None``: its defaults).
 
     Returns (``forward``):
         TensorDict with ``loss_qvalue`` and diagnostics ``q_mean``, ``td_error_mean``.
@@ -115,17 +115,15 @@ class DQNLoss(LossModule):
     def __init__(
         self,
         value_network: TensorDictModuleBase,
-        *,
-        gamma: float = 0.99,
-        double_dqn: bool = True,
-        loss_function: str = "smooth_l1",
+        settings: DQNSettings | None = None,
     ) -> None:
+        settings = DQNSettings() if settings is None else settings
         super().__init__()
         self.value_network = value_network
         self._make_target("value_network", value_network)
-        self.gamma = gamma
-        self.double_dqn = double_dqn
-        self.loss_function = check_loss_kind(loss_function)
+        self.gamma = settings.gamma
+        self.double_dqn = settings.double_dqn
+        self.loss_function = check_loss_kind(settings.loss_function)
 
     @property
     def in_keys(self) -> list[NestedKey]:

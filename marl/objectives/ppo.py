@@ -20,6 +20,7 @@ from marl.objectives.common import (
     unique_keys,
 )
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
+from marl.objectives.settings import A2CSettings, PolicyGradientSettings, PPOSettings
 
 __all__ = ["A2CLoss", "PPOLoss"]
 
@@ -57,15 +58,10 @@ class _PolicyGradientLoss(LossModule):
     def __init__(
         self,
         actor: TensorDictModuleBase,
-        critic: TensorDictModuleBase | None = None,
+        critic: TensorDictModuleBase | None,
+        settings: PolicyGradientSettings,
         *,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 0.5,
-        loss_critic_type: str = "smooth_l1",
-        normalize_advantage: bool = True,
         normalize_advantage_exclude_dims: Sequence[int] = (),
-        gamma: float = 0.99,
-        lmbda: float = 0.95,
         value_from_actor: bool = False,
     ) -> None:
         super().__init__()
@@ -82,14 +78,15 @@ class _PolicyGradientLoss(LossModule):
         self.actor = actor
         self.critic = critic
         self.value_from_actor = value_from_actor
-        self.entropy_coef = entropy_coef
-        self.critic_coef = critic_coef
-        self.loss_critic_type = check_loss_kind(loss_critic_type)
-        self.normalize_advantage = normalize_advantage
+        self.entropy_coef = settings.entropy_coef
+        self.critic_coef = settings.critic_coef
+        self.loss_critic_type = check_loss_kind(settings.loss_critic_type)
+        self.normalize_advantage = settings.normalize_advantage
+        self.clip_value: float | None = None  # PPO's critic clip; A2C has none
         self.normalize_advantage_exclude_dims = tuple(normalize_advantage_exclude_dims)
         self.value_estimator: ValueEstimator | None = None
         if critic is not None:
-            self.make_value_estimator("gae", gamma=gamma, lmbda=lmbda)
+            self.make_value_estimator("gae", gamma=settings.gamma, lmbda=settings.lmbda)
 
     def make_value_estimator(self, kind: str = "gae", **params: float) -> ValueEstimator:
         """Build the estimator used when ``advantage`` is missing from the batch.
@@ -209,7 +206,7 @@ class _PolicyGradientLoss(LossModule):
             # a shallow selection: the critic must not overwrite the stored (old) values
             value = self.critic(td.select(*self.critic.in_keys, strict=False)).get(k.value)
         loss = distance_loss(value, target, self.loss_critic_type)
-        clip = getattr(self, "clip_value", None)
+        clip = self.clip_value
         if clip is not None and old_value is not None:
             clipped = old_value + (value - old_value).clamp(-clip, clip)
             loss = torch.maximum(loss, distance_loss(clipped, target, self.loss_critic_type))
@@ -229,17 +226,11 @@ class PPOLoss(_PolicyGradientLoss):
     Args:
         actor: a probabilistic policy with ``get_dist(td)``.
         critic: a value module writing the ``value`` key (optional).
-        clip_epsilon: the PPO clip range.
-        entropy_coef: weight of the entropy bonus (``loss_entropy = -coef * H``).
-        critic_coef: weight of the critic loss.
-        loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage over the batch (over the unmasked
-            agents only when the ``agent_mask`` key is set, see ``LossModule``).
+        settings: the clip ranges, the entropy and critic weights, the critic loss, the
+            advantage standardization and the GAE's ``gamma``/``lmbda``
+            (:class:`~marl.objectives.settings.PPOSettings`; ``None``: its defaults).
         normalize_advantage_exclude_dims: dims kept separate when standardizing (e.g.
             ``(-2,)`` for per-agent statistics of ``[*B, n_agents, 1]`` advantages).
-        clip_value: optional clip of the critic update around the stored value.
-        gamma: discount for the default GAE.
-        lmbda: lambda for the default GAE.
         value_from_actor: the actor computes the critic's value in the same pass
             (:class:`~marl.objectives.ActorCritic`, e.g. MAT's transformer): each
             minibatch calls ``actor.get_dist_and_value`` once instead of ``get_dist``
@@ -259,7 +250,7 @@ class PPOLoss(_PolicyGradientLoss):
         ...             return_log_prob=True))
         >>> td = actor(TensorDict(observation=torch.randn(8, 3), batch_size=[8]))
         >>> td["advantage"] = torch.randn(8, 1)
-        >>> out = PPOLoss(actor)(td)
+        >>> out = PPOLoss(actor, settings=PPOSettings(entropy_coef=0.01))(td)
         >>> sorted(k for k in out.keys() if k.startswith("loss"))
         ['loss_entropy', 'loss_objective']
     """
@@ -268,32 +259,21 @@ class PPOLoss(_PolicyGradientLoss):
         self,
         actor: TensorDictModuleBase,
         critic: TensorDictModuleBase | None = None,
+        settings: PPOSettings | None = None,
         *,
-        clip_epsilon: float = 0.2,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 0.5,
-        loss_critic_type: str = "smooth_l1",
-        normalize_advantage: bool = True,
         normalize_advantage_exclude_dims: Sequence[int] = (),
-        clip_value: float | None = None,
-        gamma: float = 0.99,
-        lmbda: float = 0.95,
         value_from_actor: bool = False,
     ) -> None:
+        settings = PPOSettings() if settings is None else settings
         super().__init__(
             actor,
             critic,
-            entropy_coef=entropy_coef,
-            critic_coef=critic_coef,
-            loss_critic_type=loss_critic_type,
-            normalize_advantage=normalize_advantage,
+            settings,
             normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
-            gamma=gamma,
-            lmbda=lmbda,
             value_from_actor=value_from_actor,
         )
-        self.clip_epsilon = clip_epsilon
-        self.clip_value = clip_value
+        self.clip_epsilon = settings.clip_epsilon
+        self.clip_value = settings.clip_value
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         mask = self._agent_mask(tensordict)
@@ -321,14 +301,8 @@ class A2CLoss(_PolicyGradientLoss):
     Args:
         actor: a probabilistic policy with ``get_dist(td)``.
         critic: a value module writing the ``value`` key (optional).
-        entropy_coef: weight of the entropy bonus.
-        critic_coef: weight of the critic loss.
-        loss_critic_type: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
-        normalize_advantage: standardize the advantage (off by default for A2C; over the
-            unmasked agents only when the ``agent_mask`` key is set).
+        settings: :class:`~marl.objectives.settings.A2CSettings` (``None``: its defaults).
         normalize_advantage_exclude_dims: dims kept separate when standardizing.
-        gamma: discount for the default GAE.
-        lmbda: lambda for the default GAE.
         value_from_actor: the actor computes the critic's value in the same pass (see
             :class:`PPOLoss`).
 
@@ -351,26 +325,16 @@ class A2CLoss(_PolicyGradientLoss):
         self,
         actor: TensorDictModuleBase,
         critic: TensorDictModuleBase | None = None,
+        settings: A2CSettings | None = None,
         *,
-        entropy_coef: float = 0.01,
-        critic_coef: float = 0.5,
-        loss_critic_type: str = "l2",
-        normalize_advantage: bool = False,
         normalize_advantage_exclude_dims: Sequence[int] = (),
-        gamma: float = 0.99,
-        lmbda: float = 0.95,
         value_from_actor: bool = False,
     ) -> None:
         super().__init__(
             actor,
             critic,
-            entropy_coef=entropy_coef,
-            critic_coef=critic_coef,
-            loss_critic_type=loss_critic_type,
-            normalize_advantage=normalize_advantage,
+            A2CSettings() if settings is None else settings,
             normalize_advantage_exclude_dims=normalize_advantage_exclude_dims,
-            gamma=gamma,
-            lmbda=lmbda,
             value_from_actor=value_from_actor,
         )
 

@@ -28,6 +28,7 @@ from tensordict.utils import NestedKey
 from marl.objectives.common import LossModule, check_loss_kind, distance_loss, unique_keys
 from marl.objectives.dqn import chosen_action_value, masked_max_action_value
 from marl.objectives.estimators import ValueEstimator
+from marl.objectives.settings import PQNSettings
 from marl.objectives.value import td_lambda_return_estimate
 
 __all__ = ["PQNLoss", "QLambda"]
@@ -142,10 +143,9 @@ class PQNLoss(LossModule):
 
     Args:
         value_network: module writing ``action_value``.
-        gamma: discount factor.
-        lmbda: lambda of the returns.
+        settings: ``gamma``, ``lmbda`` (of the returns) and ``loss_function``
+            (:class:`~marl.objectives.settings.PQNSettings`; ``None``: its defaults).
         team: PQN-VDN (see :class:`QLambda`).
-        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
 
     Returns (``forward``):
         TensorDict with ``loss_qvalue`` and diagnostics ``q_mean`` and
@@ -183,18 +183,17 @@ class PQNLoss(LossModule):
     def __init__(
         self,
         value_network: TensorDictModuleBase,
+        settings: PQNSettings | None = None,
         *,
-        gamma: float = 0.99,
-        lmbda: float = 0.65,
         team: bool = False,
-        loss_function: str = "l2",
     ) -> None:
+        settings = PQNSettings() if settings is None else settings
         super().__init__()
         self.value_network = value_network
         self.team = team
-        self.loss_function = check_loss_kind(loss_function)
+        self.loss_function = check_loss_kind(settings.loss_function)
         self.value_estimator: ValueEstimator | None = QLambda(
-            value_network, gamma=gamma, lmbda=lmbda, team=team
+            value_network, gamma=settings.gamma, lmbda=settings.lmbda, team=team
         )
         self._keys_changed(self.tensor_keys.as_dict())
 

@@ -19,6 +19,7 @@ from marl.objectives.common import (
     unique_keys,
 )
 from marl.objectives.dqn import chosen_action_value, masked_max_action_value
+from marl.objectives.settings import DQNSettings
 
 __all__ = ["QMixLoss"]
 
@@ -36,9 +37,8 @@ class QMixLoss(LossModule):
         local_value_network: module writing the per-agent ``action_value``
             ``[*B, n_agents, n_actions]``.
         mixer: ``VDNMixer``/``QMixer`` (any module ``(agent_qs, state) -> [*B, 1]``).
-        gamma: discount factor.
-        double_dqn: select next actions with the online agents.
-        loss_function: ``"l2"``, ``"l1"`` or ``"smooth_l1"``.
+        settings: ``gamma``, ``double_dqn`` (the online agents select the next actions)
+            and ``loss_function`` (:class:`~marl.objectives.settings.DQNSettings`).
 
     Returns (``forward``):
         TensorDict with ``loss_qvalue`` and diagnostics ``q_tot_mean``, ``td_error_mean``.
@@ -74,19 +74,17 @@ class QMixLoss(LossModule):
         self,
         local_value_network: TensorDictModuleBase,
         mixer: nn.Module,
-        *,
-        gamma: float = 0.99,
-        double_dqn: bool = True,
-        loss_function: str = "l2",
+        settings: DQNSettings | None = None,
     ) -> None:
+        settings = DQNSettings() if settings is None else settings
         super().__init__()
         self.local_value_network = local_value_network
         self.mixer = mixer
         self._make_target("local_value_network", local_value_network)
         self._make_target("mixer", mixer)
-        self.gamma = gamma
-        self.double_dqn = double_dqn
-        self.loss_function = check_loss_kind(loss_function)
+        self.gamma = settings.gamma
+        self.double_dqn = settings.double_dqn
+        self.loss_function = check_loss_kind(settings.loss_function)
 
     @property
     def in_keys(self) -> list[NestedKey]:

@@ -29,6 +29,7 @@ from marl.objectives.common import (
     unique_keys,
 )
 from marl.objectives.dqn import chosen_action_value
+from marl.objectives.settings import SACSettings
 
 __all__ = ["DiscreteSACLoss", "SACLoss"]
 
@@ -50,15 +51,10 @@ class _SACBase(LossModule):
         self,
         actor: TensorDictModuleBase,
         qvalue_network: TensorDictModuleBase,
-        *,
-        num_qvalue_nets: int,
-        gamma: float,
-        alpha_init: float,
-        fixed_alpha: bool,
-        target_entropy: float | str,
-        loss_function: str,
+        settings: SACSettings,
     ) -> None:
         super().__init__()
+        num_qvalue_nets = settings.num_qvalue_nets
         if not hasattr(actor, "get_dist"):
             raise TypeError(f"actor must expose get_dist(td), got {type(actor).__name__}")
         if num_qvalue_nets < 1:
@@ -67,12 +63,12 @@ class _SACBase(LossModule):
         copies = [reinit_(copy.deepcopy(qvalue_network)) for _ in range(num_qvalue_nets - 1)]
         self.qvalue_networks = nn.ModuleList([qvalue_network, *copies])
         self._make_target("qvalue_networks", self.qvalue_networks)
-        self.gamma = gamma
-        self.loss_function = check_loss_kind(loss_function)
+        self.gamma = settings.gamma
+        self.loss_function = check_loss_kind(settings.loss_function)
         self.log_alpha = nn.Parameter(
-            torch.tensor(math.log(alpha_init)), requires_grad=not fixed_alpha
+            torch.tensor(math.log(settings.alpha_init)), requires_grad=not settings.fixed_alpha
         )
-        self.target_entropy = target_entropy
+        self.target_entropy = settings.target_entropy
 
     @property
     def alpha(self) -> torch.Tensor:
@@ -133,12 +129,9 @@ class SACLoss(_SACBase):
         actor: a probabilistic policy (e.g. with ``TanhNormal``) exposing ``get_dist``.
         qvalue_network: module reading observation and ``action``, writing
             ``state_action_value``; extra copies are re-initialised independently.
-        num_qvalue_nets: number of Q-networks (2: twin Q).
-        gamma: discount factor.
-        alpha_init: initial temperature.
-        fixed_alpha: do not learn alpha.
-        target_entropy: a number, or ``"auto"``.
-        loss_function: Q regression loss (``"l2"``, ``"l1"``, ``"smooth_l1"``).
+        settings: the number of Q-networks, ``gamma``, the temperature (``alpha_init``,
+            ``fixed_alpha``, ``target_entropy``) and the Q regression loss
+            (:class:`~marl.objectives.settings.SACSettings`; ``None``: its defaults).
 
     Returns (``forward``):
         TensorDict with ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and diagnostics
@@ -166,24 +159,9 @@ class SACLoss(_SACBase):
         self,
         actor: TensorDictModuleBase,
         qvalue_network: TensorDictModuleBase,
-        *,
-        num_qvalue_nets: int = 2,
-        gamma: float = 0.99,
-        alpha_init: float = 1.0,
-        fixed_alpha: bool = False,
-        target_entropy: float | str = "auto",
-        loss_function: str = "l2",
+        settings: SACSettings | None = None,
     ) -> None:
-        super().__init__(
-            actor,
-            qvalue_network,
-            num_qvalue_nets=num_qvalue_nets,
-            gamma=gamma,
-            alpha_init=alpha_init,
-            fixed_alpha=fixed_alpha,
-            target_entropy=target_entropy,
-            loss_function=loss_function,
-        )
+        super().__init__(actor, qvalue_network, SACSettings() if settings is None else settings)
 
     def _min_q(self, nets: nn.ModuleList, td: TensorDictBase, detach_params: bool) -> torch.Tensor:
         key = self.tensor_keys.state_action_value
@@ -249,13 +227,9 @@ class DiscreteSACLoss(_SACBase):
     Args:
         actor: a categorical policy (``Categorical``/``MaskedCategorical``) with ``get_dist``.
         qvalue_network: module writing ``action_value`` ``[*B, n_actions]`` from the obs.
+        settings: :class:`~marl.objectives.settings.SACSettings` (an ``"auto"`` target
+            entropy is ``0.98 * log(num_actions)`` here).
         num_actions: number of discrete actions (for the ``"auto"`` target entropy).
-        num_qvalue_nets: number of Q-networks.
-        gamma: discount factor.
-        alpha_init: initial temperature.
-        fixed_alpha: do not learn alpha.
-        target_entropy: a number, or ``"auto"`` (``0.98 * log(num_actions)``).
-        loss_function: Q regression loss.
 
     Returns (``forward``):
         TensorDict with ``loss_actor``, ``loss_qvalue``, ``loss_alpha`` and diagnostics.
@@ -284,25 +258,11 @@ class DiscreteSACLoss(_SACBase):
         self,
         actor: TensorDictModuleBase,
         qvalue_network: TensorDictModuleBase,
+        settings: SACSettings | None = None,
         *,
         num_actions: int | None = None,
-        num_qvalue_nets: int = 2,
-        gamma: float = 0.99,
-        alpha_init: float = 1.0,
-        fixed_alpha: bool = False,
-        target_entropy: float | str = "auto",
-        loss_function: str = "l2",
     ) -> None:
-        super().__init__(
-            actor,
-            qvalue_network,
-            num_qvalue_nets=num_qvalue_nets,
-            gamma=gamma,
-            alpha_init=alpha_init,
-            fixed_alpha=fixed_alpha,
-            target_entropy=target_entropy,
-            loss_function=loss_function,
-        )
+        super().__init__(actor, qvalue_network, SACSettings() if settings is None else settings)
         self.num_actions = num_actions
 
     def _all_q(self, nets: nn.ModuleList, td: TensorDictBase) -> list[torch.Tensor]:

@@ -21,6 +21,7 @@ from marl.objectives.common import (
     unique_keys,
 )
 from marl.objectives.ddpg import q_frozen
+from marl.objectives.settings import TD3Settings
 
 __all__ = ["TD3Loss"]
 
@@ -38,15 +39,12 @@ class TD3Loss(LossModule):
         actor: deterministic policy module writing ``action``.
         qvalue_network: module reading the observation and ``action``, writing
             ``state_action_value``; the twin is an independently re-initialised copy.
+        settings: the number of Q-networks, ``gamma``, the smoothing noise and its clip,
+            the actor's delay (in calls) and the Q regression loss
+            (:class:`~marl.objectives.settings.TD3Settings`; ``None``: its defaults).
         action_spec: optional spec with ``.low``/``.high`` (else ``low``/``high``).
         low: lower action bound.
         high: upper action bound.
-        num_qvalue_nets: number of Q-networks.
-        gamma: discount factor.
-        policy_noise: std of the target smoothing noise.
-        noise_clip: clip of the smoothing noise.
-        policy_delay: actor update period (in calls).
-        loss_function: Q regression loss.
 
     Returns (``forward``):
         TensorDict with ``loss_actor``, ``loss_qvalue``, ``update_actor`` and diagnostics.
@@ -61,7 +59,7 @@ class TD3Loss(LossModule):
         >>> td = TensorDict({"observation": torch.randn(4, 3), "action": torch.rand(4, 2),
         ...     "next": {"observation": torch.randn(4, 3), "reward": torch.ones(4, 1),
         ...              "terminated": torch.zeros(4, 1, dtype=torch.bool)}}, batch_size=[4])
-        >>> loss = TD3Loss(actor, q, policy_delay=2)
+        >>> loss = TD3Loss(actor, q, TD3Settings(policy_delay=2))
         >>> [bool(loss(td)["update_actor"]) for _ in range(3)]
         [True, False, True]
     """
@@ -81,17 +79,14 @@ class TD3Loss(LossModule):
         self,
         actor: TensorDictModuleBase,
         qvalue_network: TensorDictModuleBase,
+        settings: TD3Settings | None = None,
         *,
         action_spec: Any = None,
         low: float | torch.Tensor = -1.0,
         high: float | torch.Tensor = 1.0,
-        num_qvalue_nets: int = 2,
-        gamma: float = 0.99,
-        policy_noise: float = 0.2,
-        noise_clip: float = 0.5,
-        policy_delay: int = 2,
-        loss_function: str = "l2",
     ) -> None:
+        settings = TD3Settings() if settings is None else settings
+        num_qvalue_nets, policy_delay = settings.num_qvalue_nets, settings.policy_delay
         super().__init__()
         if policy_delay < 1:
             raise ValueError(f"policy_delay must be >= 1, got {policy_delay}")
@@ -104,10 +99,14 @@ class TD3Loss(LossModule):
             low, high = getattr(action_spec, "low", low), getattr(action_spec, "high", high)
         self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
         self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
-        self.gamma = gamma
-        self.policy_noise, self.noise_clip = policy_noise, noise_clip
+        self.gamma = settings.gamma
+        # the settings give the noise in units of half the action range (a recipe's 0.2
+        # means the same on every task); the loss adds it in action units
+        half = float((self.high - self.low).max()) / 2
+        self.policy_noise = settings.policy_noise * half
+        self.noise_clip = settings.noise_clip * half
         self.policy_delay = policy_delay
-        self.loss_function = check_loss_kind(loss_function)
+        self.loss_function = check_loss_kind(settings.loss_function)
         self._calls = 0
 
     @property

@@ -269,13 +269,13 @@ def test_config_validation():
         HAPPOConfig(share_policy_params=True)
     with pytest.raises(ValueError, match="share_policy_params must be False"):
         get_algorithm("happo").make_config({"share_policy_params": True})
-    with pytest.raises(ValueError, match=r"epochs and minibatch_size must be >= 1, got 0, 400"):
-        HAPPOConfig(epochs=0)
+    with pytest.raises(ValueError, match=r"algorithm.epochs: happo expects an integer >= 1, got 0"):
+        get_algorithm("happo").make_config({"epochs": 0})
     with pytest.raises(ValueError, match="critic_scope"):
         HAPPOConfig(critic_scope="world")
     with pytest.raises(ValueError, match=r"single-agent env.*no agents to order: use ppo"):
         Algorithm("happo").build(SingleAgentFakeEnv(num_envs=2))
-    assert HAPPOConfig().share_params is False
+    assert HAPPOConfig().share_policy_params is False
 
 
 def test_a_loss_given_an_agent_out_of_range_says_so():

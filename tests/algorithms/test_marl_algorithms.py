@@ -133,9 +133,12 @@ def test_unsupported_action_space_names_algorithm_and_group():
             Algorithm(name).build(MultiAgentFakeEnv(num_envs=2))
 
 
-def test_share_params_follows_share_policy_params_and_bad_scope_raises():
+def test_share_params_is_refused_with_its_new_names_and_bad_scope_raises():
     cfg = get_algorithm("mappo").make_config({"share_policy_params": False})
-    assert cfg.share_params is False
+    assert cfg.share_policy_params is False and cfg.share_critic_params is True
+    for name in ("ppo", "dqn", "iql"):
+        with pytest.raises(ValueError, match="share_params is now share_policy_params"):
+            get_algorithm(name).make_config({"share_params": False})
     with pytest.raises(ValueError, match="critic_scope"):
         get_algorithm("masac").make_config({"critic_scope": "world"})
     for name in MARL:

@@ -9,6 +9,7 @@ from omegaconf import OmegaConf
 from omegaconf.errors import ValidationError
 
 from marl.algorithms import get_algorithm, list_algorithms
+from marl.algorithms.settings import ActorCriticNetworks, NetworkSettings, QNetworks
 from marl.experiment import Experiment, ExperimentConfig, ModelConfig
 from marl.experiment._conf import CONF_DIR, field_docs
 from marl.experiment.cli import compose_config
@@ -68,23 +69,25 @@ def test_model_maps_onto_each_algorithm():
     network = ModelConfig(network="gnn", gnn_radius=0.5, gnn_position=[2, 4])
     for name in list_algorithms():
         config = get_algorithm(name).config_cls()
-        fields = {f.name for f in dataclasses.fields(config) if f.init}
-        if not {"actor_cells", "cells"} & fields:
+        if not isinstance(config, NetworkSettings):
             # no MLP to size (mat: a transformer, sized by embed_dim and n_blocks): refused
-            with pytest.raises(ValueError, match=r"has no field\(s\) \['activation', 'cells'\]"):
-                model.algorithm_overrides(fields)
+            with pytest.raises(ValueError, match=r"'mat' does not take these model settings"):
+                model.apply_to(config, name)
             continue
         # every algorithm with an MLP to size also takes another body in its place
-        assert network.algorithm_overrides(fields) == {
-            "network": "gnn",
-            "gnn_radius": 0.5,
-            "gnn_position": (2, 4),
-        }
-        changes = model.algorithm_overrides(fields)
-        assert changes["activation"] == "relu"
-        assert changes.get("actor_cells", changes.get("cells")) == (32, 32)
-        if "critic_cells" in fields:
-            assert changes["critic_cells"] == (16,)
+        bodied = network.apply_to(config, name)
+        assert (bodied.network, bodied.gnn_radius, bodied.gnn_position) == ("gnn", 0.5, (2, 4))
+        sized = model.apply_to(config, name)
+        assert sized.activation == "relu"
+        if isinstance(sized, ActorCriticNetworks):
+            assert (sized.actor_cells, sized.critic_cells) == ((32, 32), (16,))
+        else:  # the Q-learners: the Q-network takes actor_cells, and there is no critic
+            assert isinstance(sized, QNetworks) and sized.cells == (32, 32)
+        # the model changes nothing it does not name
+        untouched = {"actor_cells", "critic_cells", "cells", "activation"}
+        for f in dataclasses.fields(config):
+            if f.name not in untouched:
+                assert getattr(sized, f.name) == getattr(config, f.name), (name, f.name)
 
 
 def test_model_settings_an_algorithm_cannot_take_are_refused_with_its_name():

@@ -16,7 +16,15 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.modules import MaskedCategorical, TanhNormal
-from marl.objectives import DDPGLoss, DiscreteSACLoss, SACLoss, TD3Loss
+from marl.objectives import (
+    DDPGLoss,
+    DDPGSettings,
+    DiscreteSACLoss,
+    SACLoss,
+    SACSettings,
+    TD3Loss,
+    TD3Settings,
+)
 
 B, N, OBS, ACT, NA = 5, 2, 3, 2, 4
 GAMMA = 0.9
@@ -91,7 +99,7 @@ def q_module():
 def test_sac_grouped_value_and_gradients():
     td = data()
     actor, q = tanh_actor(), q_module()
-    loss = keys(SACLoss(actor, q, gamma=GAMMA, alpha_init=0.5))
+    loss = keys(SACLoss(actor, q, SACSettings(gamma=GAMMA, alpha_init=0.5)))
     q1, q2 = loss.qvalue_networks
     assert not torch.equal(q1.module.lin.weight, q2.module.lin.weight)  # independent init
     torch.manual_seed(0)
@@ -138,10 +146,10 @@ def test_sac_grouped_value_and_gradients():
 
 def test_sac_alpha_moves_towards_target_entropy():
     td = data()
-    loss = keys(SACLoss(tanh_actor(), q_module(), target_entropy=100.0))
+    loss = keys(SACLoss(tanh_actor(), q_module(), SACSettings(target_entropy=100.0)))
     (g,) = torch.autograd.grad(loss(td)["loss_alpha"], [loss.log_alpha])
     assert g < 0  # entropy far below target: gradient descent raises alpha
-    fixed = keys(SACLoss(tanh_actor(), q_module(), fixed_alpha=True))
+    fixed = keys(SACLoss(tanh_actor(), q_module(), SACSettings(fixed_alpha=True)))
     assert not fixed.log_alpha.requires_grad
 
 
@@ -160,7 +168,7 @@ def test_discrete_sac_masked_value_and_gradient():
     td = data(discrete=True)
     actor = discrete_actor()
     q = TensorDictModule(nn.Linear(OBS, NA), [(G, "observation")], [(G, "action_value")])
-    loss = keys(DiscreteSACLoss(actor, q, gamma=GAMMA, alpha_init=0.3))
+    loss = keys(DiscreteSACLoss(actor, q, SACSettings(gamma=GAMMA, alpha_init=0.3)))
     out = loss(td)
     alpha = 0.3
     lin = actor[0].module
@@ -204,7 +212,7 @@ def det_actor():
 def test_ddpg_value_and_gradients():
     td = data()
     actor, q = det_actor(), q_module()
-    loss = keys(DDPGLoss(actor, q, gamma=GAMMA))
+    loss = keys(DDPGLoss(actor, q, DDPGSettings(gamma=GAMMA)))
     out = loss(td)
     obs, nobs = td[G, "observation"], td["next", G, "observation"]
     with torch.no_grad():
@@ -229,7 +237,7 @@ def test_ddpg_value_and_gradients():
 def test_td3_value_delay_and_smoothing():
     td = data()
     actor, q = det_actor(), q_module()
-    loss = keys(TD3Loss(actor, q, gamma=GAMMA, policy_noise=0.0, policy_delay=2))
+    loss = keys(TD3Loss(actor, q, TD3Settings(gamma=GAMMA, policy_noise=0.0, policy_delay=2)))
     out = loss(td)
     obs, nobs = td[G, "observation"], td["next", G, "observation"]
     with torch.no_grad():
@@ -247,7 +255,9 @@ def test_td3_value_delay_and_smoothing():
     assert bool(loss(td)["update_actor"])
     # smoothing noise is clipped and the action stays in bounds: a huge noise changes nothing
     # beyond the bounds, so the target lies within the bounded Q range
-    noisy = keys(TD3Loss(actor, q, policy_noise=100.0, noise_clip=0.5, low=-1.0, high=1.0))
+    noisy = keys(
+        TD3Loss(actor, q, TD3Settings(policy_noise=100.0, noise_clip=0.5), low=-1.0, high=1.0)
+    )
     assert torch.isfinite(noisy(td)["loss_qvalue"])
     with pytest.raises(ValueError, match="policy_delay"):
-        TD3Loss(actor, q, policy_delay=0)
+        TD3Loss(actor, q, TD3Settings(policy_delay=0))

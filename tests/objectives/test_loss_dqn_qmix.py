@@ -9,7 +9,7 @@ from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
 from marl.modules import QMixer, VDNMixer
-from marl.objectives import DQNLoss, HardUpdate, QMixLoss, SoftUpdate
+from marl.objectives import DQNLoss, DQNSettings, HardUpdate, QMixLoss, SoftUpdate
 
 S, A, B, N = 4, 3, 6, 2
 GAMMA = 0.9
@@ -59,7 +59,7 @@ def grouped_batch(seed=0):
 def test_dqn_grouped_double_masked_value_gradient_td_error():
     td, s, s2, mask = grouped_batch()
     net = table_net(("agents", "observation"), ("agents", "action_value"))
-    loss = DQNLoss(net, gamma=GAMMA, loss_function="l2").set_keys(
+    loss = DQNLoss(net, DQNSettings(gamma=GAMMA, loss_function="l2")).set_keys(
         action=("agents", "action"),
         action_value=("agents", "action_value"),
         action_mask=("agents", "action_mask"),
@@ -110,7 +110,7 @@ def test_dqn_single_agent_one_hot_actions_and_plain_max():
         batch_size=[B],
     )
     net = table_net("observation", "action_value")
-    out = DQNLoss(net, gamma=GAMMA, double_dqn=False, loss_function="l1")(td)
+    out = DQNLoss(net, DQNSettings(gamma=GAMMA, double_dqn=False, loss_function="l1"))(td)
     Q = q_table(net)
     q = (Q[s[:, 0]] * td["action"]).sum(-1)
     # no terminated key: done is used (no bootstrapping at any end)
@@ -131,7 +131,7 @@ def test_qmix_loss_value_and_gradient(mixer_kind):
     del td["next", "agents", "reward"]
     net = table_net(("agents", "observation"), ("agents", "action_value"))
     mixer = VDNMixer(N) if mixer_kind == "vdn" else QMixer((5,), 8, N)
-    loss = QMixLoss(net, mixer, gamma=GAMMA)
+    loss = QMixLoss(net, mixer, DQNSettings(gamma=GAMMA))
     out = loss(td)
     Q = net.module.weight.T  # with grad, for the reference gradient
     chosen = Q[s, td["agents", "action"]]  # [B, N]

@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from _loss_helpers import batch, categorical_actor
 from tensordict.nn import TensorDictModule
 
-from marl.objectives import A2CLoss, PPOLoss
+from marl.objectives import A2CLoss, A2CSettings, PPOLoss, PPOSettings
 
 B, N, A = 8, 3, 4
 
@@ -68,9 +68,10 @@ def test_ppo_grouped_value_and_gradient(exclude):
         PPOLoss(
             actor,
             critic,
-            clip_epsilon=0.1,
-            entropy_coef=0.02,
-            critic_coef=0.7,
+            # smooth_l1: the reference critic loss of _manual
+            PPOSettings(
+                clip_epsilon=0.1, entropy_coef=0.02, critic_coef=0.7, loss_critic_type="smooth_l1"
+            ),
             normalize_advantage_exclude_dims=(-2,) if exclude else (),
         )
     )
@@ -98,7 +99,8 @@ def test_ppo_single_agent_default_keys_and_gae():
     critic = TensorDictModule(torch.nn.Linear(3, 1), ["observation"], ["state_value"])
     with torch.no_grad():
         actor(td)
-    loss = PPOLoss(actor, critic, gamma=0.9, lmbda=0.8)
+    # an entropy bonus, so that loss_entropy is in the output
+    loss = PPOLoss(actor, critic, PPOSettings(gamma=0.9, lmbda=0.8, entropy_coef=0.01))
     out = loss(td)
     assert "advantage" in td.keys() and td["advantage"].shape == (1, B, 1)
     for k in ("loss_objective", "loss_critic", "loss_entropy"):
@@ -112,7 +114,9 @@ def test_ppo_clip_stops_gradient():
     td, actor, _ = _grouped()
     td["agents", "action_log_prob"] = td["agents", "action_log_prob"] - 5.0  # ratio >> 1 + eps
     td["agents", "advantage"] = torch.ones(B, N, 1).abs() + torch.rand(B, N, 1)
-    loss = _group_keys(PPOLoss(actor, None, entropy_coef=0.0, normalize_advantage=False))
+    loss = _group_keys(
+        PPOLoss(actor, None, PPOSettings(entropy_coef=0.0, normalize_advantage=False))
+    )
     out = loss(td)
     grads = torch.autograd.grad(out["loss_objective"], list(actor.parameters()))
     assert all(torch.count_nonzero(g) == 0 for g in grads)
@@ -125,10 +129,12 @@ def test_a2c_value_and_gradient():
         A2CLoss(
             actor,
             critic,
-            entropy_coef=0.02,
-            critic_coef=0.7,
-            loss_critic_type="smooth_l1",
-            normalize_advantage=True,
+            A2CSettings(
+                entropy_coef=0.02,
+                critic_coef=0.7,
+                loss_critic_type="smooth_l1",
+                normalize_advantage=True,
+            ),
         )
     )
     out = loss(td)
@@ -142,17 +148,21 @@ def test_a2c_value_and_gradient():
 
 def test_priority_weight_applied():
     td, actor, critic = _grouped()
-    loss = _group_keys(PPOLoss(actor, critic, entropy_coef=0.0))
+    loss = _group_keys(PPOLoss(actor, critic, PPOSettings(entropy_coef=0.0)))
     base = loss(td)["loss_critic"]
     td["priority_weight"] = torch.full((B,), 2.0)
     torch.testing.assert_close(loss(td)["loss_critic"], 2 * base)
 
 
-@pytest.mark.parametrize("cls", [PPOLoss, A2CLoss])
-def test_entropy_bonus_is_weighted_like_the_objective(cls):
+@pytest.mark.parametrize(
+    ("cls", "settings"),
+    [(PPOLoss, PPOSettings), (A2CLoss, A2CSettings)],
+    ids=["PPOLoss", "A2CLoss"],
+)
+def test_entropy_bonus_is_weighted_like_the_objective(cls, settings):
     # Agents weighted out (dead, or not acting) must not reach the entropy term.
     td, actor, critic = _grouped()
-    loss = _group_keys(cls(actor, critic, entropy_coef=0.5))
+    loss = _group_keys(cls(actor, critic, settings(entropy_coef=0.5)))
     plain = loss(td)
     assert torch.allclose(plain["loss_entropy"], -0.5 * plain["entropy"])
     td["priority_weight"] = torch.zeros(B)

@@ -13,7 +13,7 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.modules import MultiAgentMLP, TanhNormal
-from marl.objectives import PPOLoss
+from marl.objectives import PPOLoss, PPOSettings
 
 E, T, N, OBS, ACT = 3, 6, 4, 5, 2
 G = "agents"
@@ -58,7 +58,12 @@ def test_mappo_with_centralized_critic_and_env_level_done():
         [(G, "observation")],
         [(G, "state_value")],
     )
-    loss = PPOLoss(actor, critic, normalize_advantage_exclude_dims=(-2,)).set_keys(
+    loss = PPOLoss(
+        actor,
+        critic,
+        PPOSettings(entropy_coef=0.01),  # an entropy bonus: loss_entropy is trained below
+        normalize_advantage_exclude_dims=(-2,),
+    ).set_keys(
         action=(G, "action"),
         sample_log_prob=(G, "action_log_prob"),
         value=(G, "state_value"),

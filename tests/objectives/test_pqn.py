@@ -7,7 +7,7 @@ import torch
 from tensordict import TensorDict
 from tensordict.nn import TensorDictModule
 
-from marl.objectives import PQNLoss, QLambda
+from marl.objectives import PQNLoss, PQNSettings, QLambda
 
 
 def _qnet(key="observation", out="action_value") -> TensorDictModule:
@@ -123,7 +123,7 @@ def test_team_targets_sum_the_agents_values_on_the_mean_reward():
 
 def test_loss_regresses_the_chosen_value_on_the_target():
     td, *_ = _rollout()
-    loss = PQNLoss(_qnet(), gamma=0.9, lmbda=0.65)
+    loss = PQNLoss(_qnet(), PQNSettings(gamma=0.9, lmbda=0.65))
     loss.value_estimator(td)
     flat = td.reshape(-1)
     out = loss(flat)

@@ -24,7 +24,6 @@ from marl.algorithms.updates.gradient import (
     make_optimizer,
 )
 from marl.algorithms.updates.off_policy import (
-    OffPolicyConfig,
     OffPolicyUpdater,
     off_policy_buffer,
     off_policy_learner,
@@ -35,7 +34,6 @@ from marl.algorithms.updates.report import compile_report
 __all__ = [
     "GradientStep",
     "LossTerms",
-    "OffPolicyConfig",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
     "UpdateStats",

@@ -4,7 +4,6 @@ updates; and the assembly of an off-policy learner from its parts."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -15,6 +14,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._turns import turn_transitions
 from marl.algorithms.contracts import Exploration, Loss, TargetUpdater
 from marl.algorithms.learner import GroupLearner
+from marl.algorithms.settings import ReplaySettings
 from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
 from marl.data import (
     PrioritizedSampler,
@@ -24,7 +24,7 @@ from marl.data import (
     TensorStorage,
 )
 
-__all__ = ["OffPolicyConfig", "OffPolicyUpdater", "off_policy_buffer", "off_policy_learner"]
+__all__ = ["OffPolicyUpdater", "off_policy_buffer", "off_policy_learner"]
 
 
 def off_policy_buffer(
@@ -184,37 +184,9 @@ class OffPolicyUpdater:
         self._debt = float(state["debt"])
 
 
-@dataclass
-class OffPolicyConfig:
-    """Replay and update settings shared by the off-policy algorithms."""
-
-    gamma: float = 0.99
-    """Discount factor."""
-    buffer_size: int = 1_000_000
-    """Replay buffer capacity, in transitions (env steps x env batch)."""
-    batch_size: int = 256
-    """Transitions per optimizer step."""
-    utd_ratio: float = 1.0
-    """Optimizer steps per collected frame (update-to-data ratio)."""
-    learning_starts: int = 1000
-    """No update before the buffer holds this many transitions."""
-    prioritized: bool = False
-    """Prioritized replay (Schaul et al., 2016) on the loss's TD errors."""
-    priority_alpha: float = 0.6
-    """Priority exponent of the prioritized buffer."""
-    priority_beta: float = 0.4
-    """Importance-weight exponent of the prioritized buffer."""
-    tau: float = 0.005
-    """Polyak factor of the soft target updates."""
-    max_grad_norm: float | None = None
-    """Gradient clipping, per role; ``None`` disables it."""
-    buffer_device: str = "cpu"
-    """Where the replay buffer lives."""
-
-
 def off_policy_learner(
     info: GroupInfo,
-    config: OffPolicyConfig,
+    config: ReplaySettings,
     *,
     policy: nn.Module,
     loss: Loss,
