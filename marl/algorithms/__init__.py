@@ -17,6 +17,7 @@ Examples:
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 
 from marl.algorithms import (
     a2c,
@@ -40,7 +41,7 @@ from marl.algorithms import (
     vdn,
 )
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
-from marl.algorithms._networks import NETWORKS, check_network, network_refusal, network_table
+from marl.algorithms._networks import NETWORKS, check_network
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import Algorithm
 from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
@@ -157,6 +158,30 @@ def get_algorithm(name: str) -> AlgorithmSpec:
 def list_algorithms() -> list[str]:
     """The registered algorithm names, sorted."""
     return sorted(_REGISTRY)
+
+
+def network_refusal(algorithm: str, network: str) -> str | None:
+    """Why the registered ``algorithm`` cannot take ``network`` whatever the env, or
+    ``None`` if it can (:meth:`AlgorithmSpec.network_refusal`).
+
+    Examples:
+        >>> network_refusal("mappo", "gnn") is None
+        True
+        >>> network_refusal("mat", "mlp")
+        "mat is a transformer over the group's agents (MultiAgentTransformer, sized by embed_dim and n_blocks); it has no MLP body to replace"
+    """
+    return get_algorithm(algorithm).network_refusal(network)
+
+
+def network_table(algorithms: Sequence[str]) -> dict[str, dict[str, str]]:
+    """``{algorithm: {network: "yes" or why not}}``, whatever the env (see ``check_network``
+    for what a group adds: deepsets and gnn need agents, cnn image observations).
+
+    Examples:
+        >>> network_table(["mappo", "mat"])["mat"]["gnn"].startswith("mat is a transformer")
+        True
+    """
+    return {a: {n: network_refusal(a, n) or "yes" for n in NETWORKS} for a in sorted(algorithms)}
 
 
 for _module in (

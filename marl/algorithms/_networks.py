@@ -5,32 +5,36 @@ make has a *body* chosen by the algorithm config's ``network`` field (``model.ne
 on the command line): :data:`NETWORKS` lists them. :func:`make_network` builds the
 body; :func:`check_network` (called by ``Algorithm.build`` for every group, before the
 group's builder) refuses an algorithm-network-group combination that cannot work,
-naming the algorithm, the network, the group and why. :func:`network_table` is the
-table of which algorithm takes which network (``docs/basic/models.md`` prints it).
+naming the algorithm, the network, the group and why. Which bodies an algorithm takes
+whatever the env is its own to say (``AlgorithmSpec.network_refusals``);
+``marl.algorithms.network_table`` collects them (``docs/basic/models.md`` prints it).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms.settings import NetworkSettings, NetworkSpec
+from marl.algorithms.settings import CentralCritic, NetworkSettings, NetworkSpec
 from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
+
+if TYPE_CHECKING:
+    from marl.algorithms.spec import AlgorithmSpec
 
 __all__ = [
     "ACTIVATIONS",
     "NETWORKS",
+    "RECURRENT_BODIES",
     "NetworkSpec",
     "activation_class",
     "check_network",
     "make_network",
-    "network_refusal",
-    "network_table",
     "observation_shapes",
 ]
 
@@ -61,69 +65,9 @@ NETWORKS: dict[str, str] = {
 }
 """The network bodies, by name, with one line each."""
 
-# Algorithms whose networks are not built by _policies/_critics: no ``network`` field.
-_NO_BODY = {
-    "mat": "mat is a transformer over the group's agents (MultiAgentTransformer, sized by "
-    "embed_dim and n_blocks); it has no MLP body to replace",
-}
-
-# Algorithm-level refusals, whatever the env: {algorithm: {network: why}}.
-_HAPPO_SLICES = (
-    "happo updates one agent's slice of the actor's parameters at a time, so every actor "
-    "parameter must be stacked over the agents and an agent's action must depend on its own "
-    "slice only"
-)
-_ALGORITHM_REFUSALS: dict[str, dict[str, str]] = {
-    "happo": {
-        "deepsets": _HAPPO_SLICES + "; a deepsets actor's action depends on every agent's "
-        "encoder through the pool",
-        "gnn": _HAPPO_SLICES + "; a gnn actor's action depends on the other agents' "
-        "parameters through the messages",
-        "cnn": _HAPPO_SLICES + "; a cnn's grouped convolutions stack the agents along "
-        "channels, not on a leading agent dim",
-    },
-}
-
-# The recurrent bodies (marl.algorithms._recurrent) train on sequences: the on-policy
-# actors (the critic stays an MLP) and the Q-learners take them.
-_RECURRENT = {"gru", "lstm"}
-_RECURRENT_ALGORITHMS = frozenset({"ppo", "a2c", "ippo", "mappo", "dqn", "iql", "vdn", "qmix"})
-_OFF_POLICY_ACTOR = (
-    "an off-policy actor-critic replays single transitions, and its critic's target reads "
-    "the actor's action at the next step; a recurrent actor would need both networks "
-    "unrolled over replayed sequences from stored states, which is built for the "
-    "Q-learners (dqn, iql, vdn, qmix) only"
-)
-_RECURRENT_REFUSALS = {
-    **dict.fromkeys(("ddpg", "td3", "sac", "iddpg", "maddpg", "isac", "masac"), _OFF_POLICY_ACTOR),
-    "happo": "happo updates one agent's slice of a per-agent (stacked) actor at a time, "
-    "while a recurrent actor is one cell shared by the group's agents",
-    "pqn": "pqn trains on single steps of the collected batch (lambda-returns, no replay); "
-    "sequence training is not built for it",
-    "pqn_vdn": "pqn_vdn trains on single steps of the collected batch (lambda-returns, no "
-    "replay); sequence training is not built for it",
-}
-
-
-def network_refusal(algorithm: str, network: str) -> str | None:
-    """Why ``algorithm`` cannot take ``network`` whatever the env, or ``None`` if it can.
-
-    Examples:
-        >>> network_refusal("mappo", "gnn") is None
-        True
-        >>> network_refusal("mat", "mlp")
-        "mat is a transformer over the group's agents (MultiAgentTransformer, sized by embed_dim and n_blocks); it has no MLP body to replace"
-    """
-    if network not in NETWORKS:
-        return f"unknown network {network!r}; expected one of {list(NETWORKS)}"
-    if algorithm in _NO_BODY:
-        return _NO_BODY[algorithm]
-    if network in _RECURRENT and algorithm not in _RECURRENT_ALGORITHMS:
-        return _RECURRENT_REFUSALS.get(
-            algorithm,
-            f"a {network} body is built for {sorted(_RECURRENT_ALGORITHMS)}, not for {algorithm!r}",
-        )
-    return _ALGORITHM_REFUSALS.get(algorithm, {}).get(network)
+RECURRENT_BODIES = ("gru", "lstm")
+"""The bodies that train on sequences (``marl.algorithms._recurrent``): an algorithm
+takes them only when its builder says so (``AlgorithmSpec.network_refusals``)."""
 
 
 def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
@@ -142,7 +86,7 @@ def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None
     """Why ``network`` cannot serve this group (its env), or ``None``."""
     if network == "mlp":
         return None
-    if network in _RECURRENT:
+    if network in RECURRENT_BODIES:
         if info.name is not None and config is not None and not config.share_policy_params:
             return (
                 f"a {network} network is one cell shared by the group's agents (each agent "
@@ -171,9 +115,9 @@ def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None
                 f"gnn_position must be (start, stop) within the group's {size} observation "
                 f"features (where each agent's position is), got {position}"
             )
-    if network in ("deepsets", "gnn", "cnn") and hasattr(config, "critic_scope"):
+    if network in ("deepsets", "gnn", "cnn") and isinstance(config, CentralCritic):
         # a centralized critic: the body must read the group's own per-agent observations
-        if getattr(config, "use_state", False) and info.has_state:
+        if config.use_state and info.has_state:
             return (
                 "the centralized critic reads the env's global 'state', which has no agent "
                 f"dim for a {network} body: set use_state=False to read the group's agents"
@@ -187,11 +131,12 @@ def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None
     return None
 
 
-def check_network(algorithm: str, info: GroupInfo, config: object) -> None:
+def check_network(algorithm: AlgorithmSpec, info: GroupInfo, config: object) -> None:
     """Refuse a network body that cannot work for ``algorithm`` on this group.
 
     Args:
-        algorithm: the algorithm's registry name.
+        algorithm: the algorithm (its :meth:`~AlgorithmSpec.network_refusal`: the bodies
+            it never takes).
         info: the group.
         config: the algorithm config; its ``network`` field names the body (a config
             without :class:`~marl.algorithms.settings.NetworkSettings` takes none, and is
@@ -201,11 +146,12 @@ def check_network(algorithm: str, info: GroupInfo, config: object) -> None:
         ValueError: naming the algorithm, the network, the group and why.
 
     Examples:
+        >>> from marl.algorithms import get_algorithm
         >>> from marl.algorithms.base import group_infos
         >>> from marl.algorithms.ppo import PPOConfig
         >>> from marl.testing import SingleAgentFakeEnv
         >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
-        >>> check_network("ppo", info, PPOConfig(network="gnn"))
+        >>> check_network(get_algorithm("ppo"), info, PPOConfig(network="gnn"))
         Traceback (most recent call last):
         ...
         ValueError: algorithm 'ppo' cannot use network 'gnn' for group 'root': a single-agent env (its root group) has no agents to pass messages between: use mlp
@@ -213,23 +159,12 @@ def check_network(algorithm: str, info: GroupInfo, config: object) -> None:
     if not isinstance(config, NetworkSettings):
         return
     network = config.network
-    why = network_refusal(algorithm, network) or _group_refusal(info, network, config)
+    why = algorithm.network_refusal(network) or _group_refusal(info, network, config)
     if why is not None:
         raise ValueError(
-            f"algorithm {algorithm!r} cannot use network {network!r} for group "
+            f"algorithm {algorithm.name!r} cannot use network {network!r} for group "
             f"{info.label!r}: {why}"
         )
-
-
-def network_table(algorithms: Sequence[str]) -> dict[str, dict[str, str]]:
-    """``{algorithm: {network: "yes" or why not}}``, whatever the env (see ``check_network``
-    for what a group adds: deepsets and gnn need agents, cnn image observations).
-
-    Examples:
-        >>> network_table(["mappo", "mat"])["mat"]["gnn"].startswith("mat is a transformer")
-        True
-    """
-    return {a: {n: network_refusal(a, n) or "yes" for n in NETWORKS} for a in sorted(algorithms)}
 
 
 def image_layout(shape: Sequence[int]) -> bool:
@@ -337,7 +272,11 @@ def make_network(
             device=info.device,
             layer_norm=layer_norm,
         )
-    why = network_refusal("", name) or _group_refusal(info, name, None)
+    why = (
+        f"a {name} body is built by the recurrent builders (marl.algorithms._recurrent)"
+        if name in RECURRENT_BODIES
+        else None
+    ) or _group_refusal(info, name, None)
     if why is not None:
         raise ValueError(f"network {name!r} for group {info.label!r}: {why}")
     common = dict(

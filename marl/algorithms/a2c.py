@@ -88,4 +88,5 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Synchronous advantage actor-critic.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

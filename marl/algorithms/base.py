@@ -178,7 +178,7 @@ class Algorithm(nn.Module):
                     f"but group {label!r} has {info.action_space} actions "
                     f"({type(info.action_spec).__name__})"
                 )
-            check_network(spec.name, info, config)
+            check_network(spec, info, config)
             learners[label] = spec.builder(info, config)
         self.learners = nn.ModuleDict(learners)
         self._policy = TensorDictSequential(*[lr.policy for lr in learners.values()])

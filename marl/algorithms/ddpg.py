@@ -16,7 +16,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DDPGRecipe, DeterministicActorTraining, OffPolicyNetworks
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import AdditiveGaussian
 from marl.objectives import DDPGLoss, SoftUpdate
@@ -134,4 +134,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous"}),
     description="Deep deterministic policy gradient with Gaussian exploration.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

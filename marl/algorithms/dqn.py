@@ -134,4 +134,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"discrete"}),
     description="(Double) deep Q-learning with epsilon-greedy exploration.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

@@ -38,7 +38,7 @@ from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import point_at_group
 from marl.algorithms.settings import CentralCritic, MultiAgentPPO
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
 from marl.algorithms.updates import (
     UpdateStats,
     clip_grad_norm_per_group_,
@@ -358,6 +358,12 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
     )
 
 
+_SLICES = (
+    "happo updates one agent's slice of the actor's parameters at a time, so every actor "
+    "parameter must be stacked over the agents and an agent's action must depend on its own "
+    "slice only"
+)
+
 SPEC = AlgorithmSpec(
     name="happo",
     config_cls=HAPPOConfig,
@@ -365,4 +371,16 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Heterogeneous-agent PPO: agents updated in turn, a centralized critic.",
+    network_refusals={
+        **recurrent_refusals(
+            "happo updates one agent's slice of a per-agent (stacked) actor at a time, "
+            "while a recurrent actor is one cell shared by the group's agents"
+        ),
+        "deepsets": _SLICES + "; a deepsets actor's action depends on every agent's "
+        "encoder through the pool",
+        "gnn": _SLICES + "; a gnn actor's action depends on the other agents' "
+        "parameters through the messages",
+        "cnn": _SLICES + "; a cnn's grouped convolutions stack the agents along "
+        "channels, not on a leading agent dim",
+    },
 )

@@ -14,7 +14,7 @@ from marl.algorithms._policies import state_action_value_critic
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DDPGRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 
 __all__ = ["SPEC", "IDDPGConfig", "build_iddpg"]
 
@@ -65,4 +65,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous"}),
     description="Independent DDPG: per-agent deterministic actors and critics.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

@@ -68,4 +68,5 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Independent PPO: decentralized actors and per-agent critics.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

@@ -58,4 +58,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"discrete"}),
     description="Independent Q-learning: per-agent DQN.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

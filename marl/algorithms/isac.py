@@ -14,7 +14,7 @@ from marl.algorithms._policies import q_value_network, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
 from marl.algorithms.settings import SACRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 
 __all__ = ["SPEC", "ISACConfig", "build_isac"]
 
@@ -66,4 +66,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Independent SAC: per-agent stochastic actors and twin Q-networks.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

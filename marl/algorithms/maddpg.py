@@ -15,7 +15,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import CentralCritic, DDPGRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 
 __all__ = ["SPEC", "MADDPGConfig", "build_maddpg"]
 
@@ -69,4 +69,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous"}),
     description="Multi-agent DDPG: decentralized actors, centralized Q(s, a) critics.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

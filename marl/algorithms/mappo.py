@@ -70,4 +70,5 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Multi-agent PPO: decentralized actors, a centralized critic.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

@@ -16,7 +16,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
 from marl.algorithms.settings import CentralCritic, SACRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 
 __all__ = ["SPEC", "MASACConfig", "build_masac"]
 
@@ -72,4 +72,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Multi-agent SAC: decentralized actors, centralized twin Q-networks.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms._networks import NETWORKS
 from marl.algorithms._policies import action_bounds, observation_inputs
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
@@ -186,4 +187,10 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Multi-Agent Transformer: agents' actions decoded in sequence, trained with PPO.",
+    # a transformer over the group's agents: no body to choose
+    network_refusals=dict.fromkeys(
+        NETWORKS,
+        "mat is a transformer over the group's agents (MultiAgentTransformer, sized by "
+        "embed_dim and n_blocks); it has no MLP body to replace",
+    ),
 )

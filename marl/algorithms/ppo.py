@@ -197,4 +197,5 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Clipped PPO with a GAE critic.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

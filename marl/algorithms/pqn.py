@@ -26,7 +26,7 @@ from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.dqn import epsilon_greedy
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import PQNRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import PQNLoss
 
@@ -139,4 +139,8 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"discrete"}),
     description="Parallel Q-learning: Q(lambda) on fresh rollouts, no replay, no target net.",
+    network_refusals=recurrent_refusals(
+        "pqn trains on single steps of the collected batch (lambda-returns, no replay); "
+        "sequence training is not built for it"
+    ),
 )

@@ -19,7 +19,7 @@ from marl.algorithms._policies import q_value_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.pqn import pqn_learner
 from marl.algorithms.settings import PQNRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
 from marl.algorithms.vdn import MaskedAgentValues
 
 __all__ = ["SPEC", "PQNVDNConfig", "build_pqn_vdn"]
@@ -78,4 +78,8 @@ SPEC = AlgorithmSpec(
     on_policy=True,
     action_spaces=frozenset({"discrete"}),
     description="PQN on the team value: the sum of the agents' Qs, team Q(lambda) returns.",
+    network_refusals=recurrent_refusals(
+        "pqn_vdn trains on single steps of the collected batch (lambda-returns, no replay); "
+        "sequence training is not built for it"
+    ),
 )

@@ -88,4 +88,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"discrete"}),
     description="QMIX: a state-conditioned monotonic mixer over per-agent Qs.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )

@@ -15,7 +15,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import q_value_network, state_action_value_critic, stochastic_actor
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import SACRecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import DiscreteSACLoss, SACLoss, SoftUpdate
 
@@ -116,4 +116,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous", "discrete"}),
     description="Soft actor-critic with twin Q-networks and a learned temperature.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

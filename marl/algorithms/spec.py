@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms._networks import NETWORKS, RECURRENT_BODIES
 from marl.algorithms.contracts import Learner
 from marl.algorithms.value_checks import check_config_values
 
-__all__ = ["RENAMED", "AlgorithmSpec", "ConfigT"]
+__all__ = [
+    "NOT_RECURRENT",
+    "OFF_POLICY_NOT_RECURRENT",
+    "RENAMED",
+    "AlgorithmSpec",
+    "ConfigT",
+    "recurrent_refusals",
+]
 
 
 ConfigT = TypeVar("ConfigT")
@@ -24,6 +32,26 @@ RENAMED: dict[str, str] = {
 }
 """Config fields that were renamed, and their new names: an old key is refused with the
 new one named, not silently ignored."""
+
+
+NOT_RECURRENT = (
+    "a recurrent body (gru, lstm) trains on sequences unrolled from stored hidden states; "
+    "this algorithm's builder trains on single steps"
+)
+"""Why an algorithm that says nothing about recurrent bodies refuses them."""
+
+OFF_POLICY_NOT_RECURRENT = (
+    "an off-policy actor-critic replays single transitions, and its critic's target reads "
+    "the actor's action at the next step; a recurrent actor would need both networks "
+    "unrolled over replayed sequences from stored states, which is built for the "
+    "Q-learners (dqn, iql, vdn, qmix) only"
+)
+"""Why DDPG, TD3, SAC and their multi-agent forms refuse recurrent bodies."""
+
+
+def recurrent_refusals(why: str) -> dict[str, str]:
+    """``{"gru": why, "lstm": why}``: an algorithm's refusal of the recurrent bodies."""
+    return dict.fromkeys(RECURRENT_BODIES, why)
 
 
 @dataclass(frozen=True)
@@ -43,6 +71,11 @@ class AlgorithmSpec(Generic[ConfigT]):
             (``compile=None``); the one place that default is set, per algorithm.
             Off for every algorithm today: on this project's 2-core CPU the compiled
             step did not win 1.2x with under 30 s of warm-up (docs/advanced/compile.md).
+        network_refusals: the network bodies (``model.network``) it cannot take whatever
+            the env, each with why: the one place an algorithm says which models it takes
+            (``docs/basic/models.md`` prints the table). Default: every body but the
+            recurrent ones (:data:`NOT_RECURRENT`); an algorithm whose builder trains on
+            sequences gives ``{}``.
     """
 
     name: str
@@ -52,6 +85,23 @@ class AlgorithmSpec(Generic[ConfigT]):
     action_spaces: frozenset[str]
     description: str = ""
     compile: bool = False
+    network_refusals: Mapping[str, str] = field(
+        default_factory=lambda: recurrent_refusals(NOT_RECURRENT)
+    )
+
+    def network_refusal(self, network: str) -> str | None:
+        """Why this algorithm cannot take ``network`` whatever the env, or ``None``.
+
+        Examples:
+            >>> from marl.algorithms import get_algorithm
+            >>> get_algorithm("mappo").network_refusal("gnn") is None
+            True
+            >>> get_algorithm("ddpg").network_refusal("gru").startswith("an off-policy")
+            True
+        """
+        if network not in NETWORKS:
+            return f"unknown network {network!r}; expected one of {list(NETWORKS)}"
+        return self.network_refusals.get(network)
 
     def make_config(self, config: ConfigT | Mapping[str, Any] | None = None) -> ConfigT:
         """A config instance from ``None`` (defaults), an instance, or a dict of overrides.

@@ -17,7 +17,7 @@ from marl.algorithms._policies import action_bounds
 from marl.algorithms.ddpg import deterministic_actor_critic, gaussian_exploration
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DeterministicActorTraining, OffPolicyNetworks, ReplaySettings
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import SoftUpdate, TD3Loss
 from marl.objectives.settings import TD3Settings
@@ -89,4 +89,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"continuous"}),
     description="Twin delayed DDPG: clipped double Q, target smoothing, delayed actor.",
+    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
 )

@@ -126,4 +126,5 @@ SPEC = AlgorithmSpec(
     on_policy=False,
     action_spaces=frozenset({"discrete"}),
     description="Value decomposition networks: the team Q is the sum of the agents' Qs.",
+    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
 )
