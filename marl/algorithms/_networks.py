@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms.settings import CentralCritic, NetworkSettings, NetworkSpec
+from marl.algorithms.settings import RECURRENT_BODIES, CentralCritic, NetworkSettings, NetworkSpec
 from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
 
@@ -64,10 +64,6 @@ NETWORKS: dict[str, str] = {
     "lstm": "an LSTM over time, its state kept in the TensorDict",
 }
 """The network bodies, by name, with one line each."""
-
-RECURRENT_BODIES = ("gru", "lstm")
-"""The bodies that train on sequences (``marl.algorithms._recurrent``): an algorithm
-takes them only when its builder says so (``AlgorithmSpec.network_refusals``)."""
 
 
 def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
@@ -237,9 +233,8 @@ def make_network(
             serve the group (see :func:`check_network`).
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> type(make_network(info, 6, 2, [16], "tanh")).__name__
         'MultiAgentMLP'
         >>> type(make_network(info, 6, 2, [16], "tanh", network="gnn")).__name__

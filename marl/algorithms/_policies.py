@@ -245,13 +245,56 @@ def stochastic_actor(
     Returns:
         A module with ``get_dist(td)``, as the losses expect.
     """
-    in_keys, ndims, in_size = observation_inputs(info)
     out_features, post, out_keys, head = actor_distribution(info, log_prob_key)
-    net = make_network(
-        info, in_size, out_features, cells, activation, network=network, share_params=share_params
+    body = observation_network(
+        info,
+        out_features,
+        out_keys,
+        cells,
+        activation,
+        post=post,
+        network=network,
+        share_params=share_params,
     )
-    body = group_module(info, net, in_keys, ndims, out_keys, post)
     return ProbabilisticTensorDictSequential(body, head)
+
+
+def observation_network(
+    info: GroupInfo,
+    out_features: int,
+    out_keys: Sequence[NestedKey],
+    cells: Sequence[int],
+    activation: str,
+    *,
+    with_action: bool = False,
+    post: nn.Module | None = None,
+    network: str | NetworkSpec = "mlp",
+    share_params: bool = True,
+    centralized: bool = False,
+    layer_norm: bool = False,
+) -> TensorDictModule:
+    """A network of the group's observations (and, ``with_action``, its action) writing
+    ``out_features`` per agent to ``out_keys``: every network below is one of these.
+
+    ``network``, ``share_params``, ``centralized`` and ``layer_norm`` are
+    :func:`~marl.algorithms._networks.make_network`'s.
+    """
+    in_keys, ndims, in_size = observation_inputs(info)
+    if with_action:
+        in_keys, ndims = [*in_keys, info.key("action")], [*ndims, len(info.action_shape)]
+        in_size += group_action_dim(info)
+    net = make_network(
+        info,
+        in_size,
+        out_features,
+        cells,
+        activation,
+        network=network,
+        share_params=share_params,
+        centralized=centralized,
+        layer_norm=layer_norm,
+    )
+    return group_module(info, net, in_keys, ndims, out_keys, post)
 
 
 def deterministic_actor(
@@ -263,18 +306,17 @@ def deterministic_actor(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``a = low + (tanh(net(obs)) + 1) * (high - low) / 2`` for DDPG/TD3."""
-    in_keys, ndims, in_size = observation_inputs(info)
-    low, high = action_bounds(info)
-    net = make_network(
+    out = [info.key("action")]
+    return observation_network(
         info,
-        in_size,
         group_action_dim(info),
+        out,
         cells,
         activation,
+        post=_Scale(*action_bounds(info)),
         network=network,
         share_params=share_params,
     )
-    return group_module(info, net, in_keys, ndims, [info.key("action")], _Scale(low, high))
 
 
 def state_value_critic(
@@ -287,18 +329,17 @@ def state_value_critic(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``V(s)`` written to the group's ``state_value`` (``[*B, (n_agents,) 1]``)."""
-    in_keys, ndims, in_size = observation_inputs(info)
-    net = make_network(
+    out = [info.key("state_value")]
+    return observation_network(
         info,
-        in_size,
         1,
+        out,
         cells,
         activation,
         network=network,
         centralized=centralized,
         share_params=share_params,
     )
-    return group_module(info, net, in_keys, ndims, [info.key("state_value")])
 
 
 def state_action_value_critic(
@@ -311,24 +352,17 @@ def state_action_value_critic(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, a)`` from observation and continuous action, written to ``state_action_value``."""
-    in_keys, ndims, in_size = observation_inputs(info)
-    act_nd = len(info.action_shape)
-    net = make_network(
+    out = [info.key("state_action_value")]
+    return observation_network(
         info,
-        in_size + group_action_dim(info),
         1,
+        out,
         cells,
         activation,
+        with_action=True,
         network=network,
         centralized=centralized,
         share_params=share_params,
-    )
-    return group_module(
-        info,
-        net,
-        [*in_keys, info.key("action")],
-        [*ndims, act_nd],
-        [info.key("state_action_value")],
     )
 
 
@@ -342,18 +376,17 @@ def q_value_network(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, .)`` over every discrete action, written to ``action_value``."""
-    in_keys, ndims, in_size = observation_inputs(info)
-    net = make_network(
+    out = [info.key("action_value")]
+    return observation_network(
         info,
-        in_size,
         info.n_actions,
+        out,
         cells,
         activation,
         network=network,
         share_params=share_params,
         layer_norm=layer_norm,
     )
-    return group_module(info, net, in_keys, ndims, [info.key("action_value")])
 
 
 class GreedyAction(TensorDictModuleBase):

@@ -34,7 +34,6 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms.settings import NetworkSettings, NetworkSpec
 from marl.envs.common import EnvBase
 from marl.modules import (
     GRUModule,
@@ -47,7 +46,6 @@ __all__ = [
     "RecurrentModules",
     "SequenceQValues",
     "check_init_tracker",
-    "critic_network",
     "is_recurrent",
     "recurrent_q_network",
     "recurrent_stochastic_actor",
@@ -67,23 +65,6 @@ class RecurrentModules(NamedTuple):
     """One step from the stored state (collection, evaluation)."""
     sequence: TensorDictModuleBase
     """Unrolls ``[*B, T]`` sequences from each one's first stored state (training)."""
-
-
-def critic_network(config: NetworkSettings) -> NetworkSpec:
-    """The body of a policy-gradient critic next to the config's actor.
-
-    A recurrent actor keeps an MLP critic: the critic's values are computed on the
-    whole batch after collection (GAE), so a recurrent critic would need its own state
-    stored at every step; the actor's memory is what acting under partial observability
-    needs. Any other body is the critic's too.
-
-    Examples:
-        >>> from marl.algorithms.ppo import PPOConfig
-        >>> critic_network(PPOConfig(network="gru")).name, critic_network(PPOConfig()).name
-        ('mlp', 'mlp')
-    """
-    spec = config.network_spec()
-    return NetworkSpec(name="mlp") if spec.name in RECURRENT_NETWORKS else spec
 
 
 def is_recurrent(module: nn.Module) -> bool:
@@ -188,9 +169,8 @@ def recurrent_stochastic_actor(
         ``(step, sequence)`` actors, each with ``get_dist(td)``.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> step, seq = recurrent_stochastic_actor(info, "gru", [16], "tanh")
         >>> td = step(MultiAgentFakeEnv(num_envs=2).reset())
         >>> td["next", "walker", "actor_rnn"].shape  # [envs, agents, layers, hidden]
@@ -285,9 +265,8 @@ def recurrent_q_network(
     """A recurrent ``Q(h, .)`` over every discrete action, written to ``action_value``.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> step, seq = recurrent_q_network(info, "lstm", [16], "relu")
         >>> step(MultiAgentFakeEnv(num_envs=2).reset())["picker", "action_value"].shape
         torch.Size([2, 3, 5])

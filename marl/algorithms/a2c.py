@@ -10,7 +10,6 @@ from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic
-from marl.algorithms._recurrent import critic_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import actor_and_policy, policy_gradient_learner
 from marl.algorithms.settings import ActorCriticNetworks, ActorCriticTraining, OnPolicyOptimization
@@ -44,29 +43,15 @@ class A2CConfig(A2CSettings, ActorCriticTraining, OnPolicyOptimization, ActorCri
 def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
     """Build an A2C learner for one group.
 
-    Args:
-        info: the group.
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2, discrete=True))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root", discrete=True)
         >>> type(build_a2c(info, A2CConfig()).loss).__name__
         'A2CLoss'
     """
     c = config
     actor, policy = actor_and_policy(info, c)
-    critic = state_value_critic(
-        info,
-        c.critic_cells,
-        c.activation,
-        share_params=c.share_critic_params,
-        network=critic_network(c),
-    )
+    critic = state_value_critic(info, **c.critic_body())
     loss = A2CLoss(actor, critic, c)
     return policy_gradient_learner(
         info,

@@ -60,21 +60,9 @@ def deterministic_actor_critic(
 ) -> tuple[nn.Module, nn.Module]:
     """The deterministic actor, and ``critic`` or a per-agent ``Q(s, a)`` MLP critic."""
     c = config
-    actor = deterministic_actor(
-        info,
-        c.actor_cells,
-        c.activation,
-        share_params=c.share_policy_params,
-        network=c.network_spec(),
-    )
+    actor = deterministic_actor(info, **c.actor_body())
     if critic is None:
-        critic = state_action_value_critic(
-            info,
-            c.critic_cells,
-            c.activation,
-            share_params=c.share_critic_params,
-            network=c.network_spec(),
-        )
+        critic = state_action_value_critic(info, **c.critic_body())
     return actor, critic
 
 
@@ -98,9 +86,8 @@ def build_ddpg(
         The group's learner.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root")
         >>> type(build_ddpg(info, DDPGConfig()).loss).__name__
         'DDPGLoss'
     """

@@ -52,9 +52,8 @@ def build_dqn(info: GroupInfo, config: QLearningRecipe, *, algorithm: str = "dqn
         The group's learner.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2, discrete=True))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root", discrete=True)
         >>> type(build_dqn(info, DQNConfig()).loss).__name__
         'DQNLoss'
     """
@@ -119,9 +118,7 @@ def q_networks(
         if mask:
             step = MaskedAgentValues(step, info)
         return SequenceQValues(sequence, info, mask=mask), step, c.sequence_length
-    qnet: TensorDictModuleBase = q_value_network(
-        info, c.cells, c.activation, share_params=c.share_policy_params, network=c.network_spec()
-    )
+    qnet: TensorDictModuleBase = q_value_network(info, **c.q_body())
     if mask:
         qnet = MaskedAgentValues(qnet, info)
     return qnet, qnet, None

@@ -292,20 +292,12 @@ def happo_round(
 def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
     """Build a HAPPO learner for one group: per-agent actors, MAPPO's centralized critic.
 
-    Args:
-        info: the group (it must have agents: a single-agent env's root has none to order).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner, whose updater updates jointly with the other HAPPO groups'.
-
     Raises:
         ValueError: for a single-agent env.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> learner = build_happo(info, HAPPOConfig())
         >>> [g["name"] for g in learner.optimizer.param_groups], learner.updater.joint
         (['actor', 'critic'], 'happo')
@@ -316,18 +308,10 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
             "root group) has no agents to order: use ppo"
         )
     c = config
-    actor = stochastic_actor(
-        info, c.actor_cells, c.activation, share_params=False, network=c.network_spec()
-    )
+    # every actor parameter stacked over the agents, whatever share_policy_params says
+    actor = stochastic_actor(info, **{**c.actor_body(), "share_params": False})
     critic = centralized_critic(
-        info,
-        c.critic_cells,
-        c.activation,
-        "state_value",
-        scope=c.critic_scope,
-        use_state=c.use_state,
-        share_params=c.share_critic_params,
-        network=c.network_spec(),
+        info, out_key="state_value", scope=c.critic_scope, use_state=c.use_state, **c.critic_body()
     )
     loss = point_at_group(HAPPOLoss(actor, critic, c), info)
     critic_lr = c.lr if c.critic_lr is None else c.critic_lr

@@ -33,28 +33,14 @@ class IDDPGConfig(DDPGRecipe):
 def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
     """Build an IDDPG learner for one group: DDPG with a per-agent critic.
 
-    Args:
-        info: the group (continuous, bounded actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> build_iddpg(info, IDDPGConfig()).algorithm
         'iddpg'
     """
     c = config
-    critic = state_action_value_critic(
-        info,
-        c.critic_cells,
-        c.activation,
-        share_params=c.share_critic_params,
-        network=c.network_spec(),
-    )
+    critic = state_action_value_critic(info, **c.critic_body())
     return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 
 

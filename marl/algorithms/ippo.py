@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic
-from marl.algorithms._recurrent import critic_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
 from marl.algorithms.settings import MultiAgentPPO
@@ -36,28 +35,14 @@ class IPPOConfig(MultiAgentPPO):
 def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     """Build an IPPO learner for one group: PPO with a per-agent critic.
 
-    Args:
-        info: the group.
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> build_ippo(info, IPPOConfig()).algorithm
         'ippo'
     """
     c = config
-    critic = state_value_critic(
-        info,
-        c.critic_cells,
-        c.activation,
-        share_params=c.share_critic_params,
-        network=critic_network(c),
-    )
+    critic = state_value_critic(info, **c.critic_body())
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 
 

@@ -34,17 +34,9 @@ class IQLConfig(MultiAgentQLearning):
 def build_iql(info: GroupInfo, config: IQLConfig) -> GroupLearner:
     """Build an IQL learner for one group: DQN on per-agent Q-networks.
 
-    Args:
-        info: the group (discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> build_iql(info, IQLConfig()).algorithm
         'iql'
     """

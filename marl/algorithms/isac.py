@@ -33,29 +33,15 @@ class ISACConfig(SACRecipe):
 def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
     """Build an ISAC learner for one group: SAC with per-agent Q-networks.
 
-    Args:
-        info: the group (continuous or discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> type(build_isac(info, ISACConfig()).loss).__name__
         'DiscreteSACLoss'
     """
     c = config
     make = state_action_value_critic if info.action_space == "continuous" else q_value_network
-    qnet = make(
-        info,
-        c.critic_cells,
-        c.activation,
-        share_params=c.share_critic_params,
-        network=c.network_spec(),
-    )
+    qnet = make(info, **c.critic_body())
     return build_sac(info, c, qvalue_network=qnet, algorithm="isac")
 
 

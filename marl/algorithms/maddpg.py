@@ -33,31 +33,20 @@ class MADDPGConfig(DDPGRecipe, CentralCritic):
 def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
     """Build a MADDPG learner for one group: DDPG with a centralized ``Q(s, a)``.
 
-    Args:
-        info: the group (continuous, bounded actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> build_maddpg(info, MADDPGConfig()).loss.value_network.in_keys
         ['state', ('walker', 'action')]
     """
     c = config
     critic = centralized_critic(
         info,
-        c.critic_cells,
-        c.activation,
-        "state_action_value",
+        out_key="state_action_value",
         with_action=True,
         scope=c.critic_scope,
         use_state=c.use_state,
-        share_params=c.share_critic_params,
-        network=c.network_spec(),
+        **c.critic_body(),
     )
     return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 

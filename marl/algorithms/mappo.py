@@ -13,7 +13,6 @@ from dataclasses import dataclass
 
 from marl.algorithms._critics import centralized_critic
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._recurrent import critic_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
 from marl.algorithms.settings import CentralCritic, MultiAgentPPO
@@ -35,30 +34,15 @@ class MAPPOConfig(MultiAgentPPO, CentralCritic):
 def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
     """Build a MAPPO learner for one group: PPO with a centralized critic.
 
-    Args:
-        info: the group.
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["walker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("walker")
         >>> build_mappo(info, MAPPOConfig(critic_scope="all")).loss.critic.in_keys
         [('walker', 'observation'), ('picker', 'observation')]
     """
     c = config
     critic = centralized_critic(
-        info,
-        c.critic_cells,
-        c.activation,
-        "state_value",
-        scope=c.critic_scope,
-        use_state=c.use_state,
-        share_params=c.share_critic_params,
-        network=critic_network(c),
+        info, out_key="state_value", scope=c.critic_scope, use_state=c.use_state, **c.critic_body()
     )
     return build_ppo(info, c, critic=critic, algorithm="mappo")
 

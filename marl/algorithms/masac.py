@@ -34,17 +34,9 @@ class MASACConfig(SACRecipe, CentralCritic):
 def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
     """Build a MASAC learner for one group: SAC with centralized Q-networks.
 
-    Args:
-        info: the group (continuous or discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> build_masac(info, MASACConfig(use_state=False)).loss.qvalue_networks[0].in_keys
         [('picker', 'observation')]
     """
@@ -52,15 +44,12 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
     continuous = info.action_space == "continuous"
     qnet = centralized_critic(
         info,
-        c.critic_cells,
-        c.activation,
-        "state_action_value" if continuous else "action_value",
+        out_key="state_action_value" if continuous else "action_value",
         out_features=1 if continuous else info.n_actions,
         with_action=continuous,
         scope=c.critic_scope,
         use_state=c.use_state,
-        share_params=c.share_critic_params,
-        network=c.network_spec(),
+        **c.critic_body(),
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 

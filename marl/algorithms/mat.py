@@ -128,9 +128,8 @@ def build_mat(info: GroupInfo, config: MATConfig) -> GroupLearner:
         TypeError: for action specs other than index, one-hot or continuous vectors.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> build_mat(info, MATConfig(embed_dim=16)).policy.kind
         'index'
     """

@@ -18,7 +18,6 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic, stochastic_actor
 from marl.algorithms._recurrent import (
     RECURRENT_NETWORKS,
-    critic_network,
     is_recurrent,
     recurrent_stochastic_actor,
 )
@@ -130,13 +129,7 @@ def actor_and_policy(
             info, c.network, c.actor_cells, c.activation, share_params=c.share_policy_params
         )
         return actor, policy
-    actor = stochastic_actor(
-        info,
-        c.actor_cells,
-        c.activation,
-        share_params=c.share_policy_params,
-        network=c.network_spec(),
-    )
+    actor = stochastic_actor(info, **c.actor_body())
     return actor, None
 
 
@@ -160,22 +153,15 @@ def build_ppo(
         The group's learner.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root")
         >>> build_ppo(info, PPOConfig()).loss.clip_epsilon
         0.2
     """
     c = config
     actor, policy = actor_and_policy(info, c)
     if critic is None:
-        critic = state_value_critic(
-            info,
-            c.critic_cells,
-            c.activation,
-            share_params=c.share_critic_params,
-            network=critic_network(c),
-        )
+        critic = state_value_critic(info, **c.critic_body())
     loss = PPOLoss(actor, critic, c)
     return policy_gradient_learner(
         info,

@@ -105,30 +105,15 @@ def pqn_learner(
 def build_pqn(info: GroupInfo, config: PQNConfig) -> GroupLearner:
     """Build a PQN learner for one group (or a single-agent env): independent Q(lambda).
 
-    Args:
-        info: the group (discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> learner = build_pqn(info, PQNConfig())
         >>> type(learner.loss.value_estimator).__name__, learner.updater.on_policy
         ('QLambda', True)
     """
     c = config
-    qnet = q_value_network(
-        info,
-        c.cells,
-        c.activation,
-        share_params=c.share_policy_params,
-        layer_norm=c.layer_norm,
-        network=c.network_spec(),
-    )
+    qnet = q_value_network(info, layer_norm=c.layer_norm, **c.q_body())
     return pqn_learner(info, c, qnet=qnet, team=False, algorithm="pqn")
 
 

@@ -38,34 +38,19 @@ class PQNVDNConfig(PQNRecipe):
 def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:
     """Build a PQN-VDN learner for one group: team Q(lambda) on ``sum_i Q_i``.
 
-    Args:
-        info: the group (discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Raises:
         ValueError: for a single-agent env (no group to sum over).
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> build_pqn_vdn(info, PQNVDNConfig()).loss.team
         True
     """
     if info.name is None:
         raise ValueError("pqn_vdn sums the values of a group's agents; got a single-agent env")
     c = config
-    qnet: TensorDictModuleBase = q_value_network(
-        info,
-        c.cells,
-        c.activation,
-        share_params=c.share_policy_params,
-        layer_norm=c.layer_norm,
-        network=c.network_spec(),
-    )
+    qnet: TensorDictModuleBase = q_value_network(info, layer_norm=c.layer_norm, **c.q_body())
     if info.has_agent_mask:
         qnet = MaskedAgentValues(qnet, info)
     return pqn_learner(info, c, qnet=qnet, team=True, algorithm="pqn_vdn")

@@ -41,21 +41,13 @@ class QMIXConfig(MultiAgentQLearning):
 def build_qmix(info: GroupInfo, config: QMIXConfig) -> GroupLearner:
     """Build a QMIX learner for one group.
 
-    Args:
-        info: the group (discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Raises:
         ValueError: for a single-agent env, or for a group with named (dict)
             observations and no global state to condition the mixer on.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> build_qmix(info, QMIXConfig()).loss.tensor_keys.state
         'state'
     """

@@ -55,40 +55,21 @@ def build_sac(
         The group's learner.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root")
         >>> type(build_sac(info, SACConfig()).loss).__name__
         'SACLoss'
     """
     c = config
-    actor = stochastic_actor(
-        info,
-        c.actor_cells,
-        c.activation,
-        share_params=c.share_policy_params,
-        network=c.network_spec(),
-    )
+    actor = stochastic_actor(info, **c.actor_body())
     if info.action_space == "continuous":
         if qvalue_network is None:
-            qvalue_network = state_action_value_critic(
-                info,
-                c.critic_cells,
-                c.activation,
-                share_params=c.share_critic_params,
-                network=c.network_spec(),
-            )
+            qvalue_network = state_action_value_critic(info, **c.critic_body())
         loss = SACLoss(actor, qvalue_network, c)
         loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
     else:
         if qvalue_network is None:
-            qvalue_network = q_value_network(
-                info,
-                c.critic_cells,
-                c.activation,
-                share_params=c.share_critic_params,
-                network=c.network_spec(),
-            )
+            qvalue_network = q_value_network(info, **c.critic_body())
         loss = DiscreteSACLoss(actor, qvalue_network, c, num_actions=info.n_actions)
         loss.set_keys(**info.loss_keys(), action_value=info.key("action_value"))
     optimizer = make_optimizer(

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypedDict
 
 from marl.objectives.settings import (
     DDPGSettings,
@@ -40,9 +40,11 @@ from marl.objectives.settings import (
 
 __all__ = [
     "CRITIC_SCOPES",
+    "RECURRENT_BODIES",
     "VMAS_POSITION",
     "ActorCriticNetworks",
     "ActorCriticTraining",
+    "Body",
     "CentralCritic",
     "DDPGRecipe",
     "DeterministicActorTraining",
@@ -63,6 +65,10 @@ __all__ = [
     "SACTraining",
     "check_critic_scope",
 ]
+
+RECURRENT_BODIES = ("gru", "lstm")
+"""The bodies that train on sequences (``marl.algorithms._recurrent``): an algorithm
+takes them only when its builder says so (``AlgorithmSpec.network_refusals``)."""
 
 VMAS_POSITION = (0, 2)
 """Where VMAS puts each agent's position in its observation (every scenario's first two
@@ -99,6 +105,16 @@ class NetworkSpec:
     name: str = "mlp"
     gnn_radius: float | None = None
     gnn_position: tuple[int, ...] = VMAS_POSITION
+
+
+class Body(TypedDict):
+    """The arguments every network builder of ``_policies.py``/``_critics.py`` takes after
+    the group: ``state_value_critic(info, **config.critic_body())``."""
+
+    cells: tuple[int, ...]
+    activation: str
+    share_params: bool
+    network: NetworkSpec
 
 
 # ---------------------------------------------------------------------------- networks
@@ -153,6 +169,28 @@ class ActorCriticNetworks(NetworkSettings):
         **{k: k for k in ("actor_cells", "critic_cells", "activation", "share_critic_params")},
     }
 
+    def actor_body(self) -> Body:
+        """The actor's network arguments."""
+        return Body(
+            cells=self.actor_cells,
+            activation=self.activation,
+            share_params=self.share_policy_params,
+            network=self.network_spec(),
+        )
+
+    def critic_body(self) -> Body:
+        """The critic's network arguments. A recurrent actor keeps an MLP critic: the
+        values are computed on the whole batch after collection (GAE), so a recurrent
+        critic would need its own state stored at every step; the actor's memory is what
+        acting under partial observability needs. Any other body is the critic's too."""
+        spec = self.network_spec()
+        return Body(
+            cells=self.critic_cells,
+            activation=self.activation,
+            share_params=self.share_critic_params,
+            network=NetworkSpec() if spec.name in RECURRENT_BODIES else spec,
+        )
+
 
 @dataclass
 class OffPolicyNetworks(ActorCriticNetworks):
@@ -182,6 +220,15 @@ class QNetworks(NetworkSettings):
         "critic_cells": None,  # no critic
         "share_critic_params": None,
     }
+
+    def q_body(self) -> Body:
+        """The Q-network's arguments (its non-recurrent body)."""
+        return Body(
+            cells=self.cells,
+            activation=self.activation,
+            share_params=self.share_policy_params,
+            network=self.network_spec(),
+        )
 
 
 # ------------------------------------------------------------------------- on-policy

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import NETWORKS, RECURRENT_BODIES
+from marl.algorithms._networks import NETWORKS
 from marl.algorithms.contracts import Learner
+from marl.algorithms.settings import RECURRENT_BODIES
 from marl.algorithms.value_checks import check_config_values
 
 __all__ = [
@@ -61,9 +62,12 @@ class AlgorithmSpec(Generic[ConfigT]):
     Attributes:
         name: registry name (``"ppo"``).
         config_cls: its config dataclass.
-        builder: ``(GroupInfo, config) -> Learner`` (a
+        builder: ``(info, config) -> Learner``: given one group (its
+            :class:`~marl.algorithms.GroupInfo`) and the config (an instance of
+            ``config_cls``), the group's learner (a
             :class:`~marl.algorithms.contracts.Learner`: builders return
-            :class:`GroupLearner`).
+            :class:`GroupLearner`). Every ``build_<name>`` function follows this
+            contract; their docstrings say only what they build.
         on_policy: whether it learns from the latest batch only.
         action_spaces: the action spaces it serves (``{"continuous", "discrete"}``).
         description: one line.

@@ -52,9 +52,8 @@ def build_td3(
         The group's learner.
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("root")
         >>> build_td3(info, TD3Config()).loss.policy_delay
         2
     """

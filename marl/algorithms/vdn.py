@@ -98,20 +98,12 @@ def check_mixed_group(info: GroupInfo, algorithm: str) -> None:
 def build_vdn(info: GroupInfo, config: VDNConfig) -> GroupLearner:
     """Build a VDN learner for one group: ``Q_tot = sum_i Q_i``.
 
-    Args:
-        info: the group (discrete actions).
-        config: hyperparameters.
-
-    Returns:
-        The group's learner.
-
     Raises:
         ValueError: for a single-agent env (no group to mix).
 
     Examples:
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> info = group_infos(MultiAgentFakeEnv(num_envs=2))["picker"]
+        >>> from marl.testing import example_group
+        >>> info = example_group("picker")
         >>> type(build_vdn(info, VDNConfig()).loss.mixer).__name__
         'VDNMixer'
     """

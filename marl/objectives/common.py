@@ -19,13 +19,18 @@ from tensordict import TensorDictBase
 from tensordict.utils import NestedKey
 from torch import nn
 
+from marl.objectives.settings import QRegression
+
 __all__ = [
+    "PER_AGENT_KEYS",
+    "TRANSITION_KEYS",
     "ActorCritic",
     "KeyedModule",
     "LossModule",
     "distance_loss",
     "expand_after_batch",
     "next_keys",
+    "q_ensemble",
     "reinit_",
     "td_target",
     "unique_keys",
@@ -243,6 +248,21 @@ def td_target(
     return reward + gamma * not_term * expand_after_batch(next_value, ndim, batch_dims)
 
 
+TRANSITION_KEYS: dict[str, NestedKey] = {
+    "reward": ("next", "reward"),
+    "done": ("next", "done"),
+    "terminated": ("next", "terminated"),
+    "priority_weight": "priority_weight",
+    "priority": "td_error",
+}
+"""The keys every loss reads from a transition and writes back: the reward and done flags
+of the next step, and the prioritized-replay weight and the TD error it writes."""
+
+PER_AGENT_KEYS: dict[str, NestedKey] = {**TRANSITION_KEYS, "agent_mask": None}
+""":data:`TRANSITION_KEYS` plus the agent mask of a loss with per-agent terms (off until
+``set_keys(agent_mask=(group, "mask"))``)."""
+
+
 class LossModule(KeyedModule):
     """Base class of the losses.
 
@@ -264,6 +284,17 @@ class LossModule(KeyedModule):
         self._target_pairs: list[tuple[str, str]] = []
 
     # -- target networks -------------------------------------------------------------
+    def _with_targets(self, **modules: nn.Module) -> None:
+        """Hold each module as ``<name>`` and a frozen copy of it as ``target_<name>``."""
+        for name, module in modules.items():
+            setattr(self, name, module)
+            self._make_target(name, module)
+
+    def _q_regression(self, settings: QRegression) -> None:
+        """Take a Q regression's settings: the discount and the regression loss."""
+        self.gamma = settings.gamma
+        self.loss_function = check_loss_kind(settings.loss_function)
+
     def _make_target(self, name: str, module: nn.Module) -> nn.Module:
         """Register a frozen deep copy of ``module`` as ``target_<name>``."""
         target = copy.deepcopy(module).requires_grad_(False)
@@ -398,3 +429,15 @@ def reinit_(module: nn.Module) -> nn.Module:
         if hasattr(m, "reset_parameters"):
             m.reset_parameters()
     return module
+
+
+def q_ensemble(qvalue_network: nn.Module, n: int) -> nn.ModuleList:
+    """``qvalue_network`` and ``n - 1`` independently re-initialised copies of it (twin Q).
+
+    Raises:
+        ValueError: for ``n < 1``.
+    """
+    if n < 1:
+        raise ValueError(f"num_qvalue_nets must be >= 1, got {n}")
+    copies = [reinit_(copy.deepcopy(qvalue_network)) for _ in range(n - 1)]
+    return nn.ModuleList([qvalue_network, *copies])

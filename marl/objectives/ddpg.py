@@ -12,8 +12,8 @@ from torch import nn
 from torch.func import functional_call
 
 from marl.objectives.common import (
+    PER_AGENT_KEYS,
     LossModule,
-    check_loss_kind,
     distance_loss,
     next_keys,
     td_target,
@@ -70,12 +70,7 @@ class DDPGLoss(LossModule):
     default_keys: ClassVar[dict[str, NestedKey]] = {
         "action": "action",
         "state_action_value": "state_action_value",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
 
     def __init__(
@@ -86,12 +81,8 @@ class DDPGLoss(LossModule):
     ) -> None:
         settings = DDPGSettings() if settings is None else settings
         super().__init__()
-        self.actor = actor
-        self.value_network = value_network
-        self._make_target("actor", actor)
-        self._make_target("value_network", value_network)
-        self.gamma = settings.gamma
-        self.loss_function = check_loss_kind(settings.loss_function)
+        self._with_targets(actor=actor, value_network=value_network)
+        self._q_regression(settings)
 
     @property
     def in_keys(self) -> list[NestedKey]:

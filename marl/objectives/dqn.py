@@ -10,8 +10,8 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from marl.objectives.common import (
+    PER_AGENT_KEYS,
     LossModule,
-    check_loss_kind,
     distance_loss,
     next_keys,
     td_target,
@@ -104,12 +104,7 @@ class DQNLoss(LossModule):
         "action": "action",
         "action_value": "action_value",
         "action_mask": "action_mask",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
 
     def __init__(
@@ -119,11 +114,9 @@ class DQNLoss(LossModule):
     ) -> None:
         settings = DQNSettings() if settings is None else settings
         super().__init__()
-        self.value_network = value_network
-        self._make_target("value_network", value_network)
-        self.gamma = settings.gamma
+        self._with_targets(value_network=value_network)
+        self._q_regression(settings)
         self.double_dqn = settings.double_dqn
-        self.loss_function = check_loss_kind(settings.loss_function)
 
     @property
     def in_keys(self) -> list[NestedKey]:

@@ -12,6 +12,7 @@ from tensordict.utils import NestedKey
 from torch import distributions as D
 
 from marl.objectives.common import (
+    PER_AGENT_KEYS,
     ActorCritic,
     LossModule,
     check_loss_kind,
@@ -45,13 +46,8 @@ class _PolicyGradientLoss(LossModule):
         "value": "state_value",
         "advantage": "advantage",
         "value_target": "value_target",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
         "truncated": ("next", "truncated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
     _estimator_keys = ("advantage", "value_target", "value", "reward", "done", "terminated")
 

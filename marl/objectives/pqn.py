@@ -25,7 +25,13 @@ from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
-from marl.objectives.common import LossModule, check_loss_kind, distance_loss, unique_keys
+from marl.objectives.common import (
+    PER_AGENT_KEYS,
+    LossModule,
+    check_loss_kind,
+    distance_loss,
+    unique_keys,
+)
 from marl.objectives.dqn import chosen_action_value, masked_max_action_value
 from marl.objectives.estimators import ValueEstimator
 from marl.objectives.settings import PQNSettings
@@ -171,13 +177,8 @@ class PQNLoss(LossModule):
         "action_mask": "action_mask",
         "advantage": "advantage",
         "value_target": "value_target",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
         "truncated": ("next", "truncated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
 
     def __init__(

@@ -11,8 +11,8 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.objectives.common import (
+    TRANSITION_KEYS,
     LossModule,
-    check_loss_kind,
     distance_loss,
     next_keys,
     td_target,
@@ -63,11 +63,7 @@ class QMixLoss(LossModule):
         "action_value": ("agents", "action_value"),
         "action_mask": ("agents", "action_mask"),
         "state": "state",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
+        **TRANSITION_KEYS,
     }
 
     def __init__(
@@ -78,13 +74,9 @@ class QMixLoss(LossModule):
     ) -> None:
         settings = DQNSettings() if settings is None else settings
         super().__init__()
-        self.local_value_network = local_value_network
-        self.mixer = mixer
-        self._make_target("local_value_network", local_value_network)
-        self._make_target("mixer", mixer)
-        self.gamma = settings.gamma
+        self._with_targets(local_value_network=local_value_network, mixer=mixer)
+        self._q_regression(settings)
         self.double_dqn = settings.double_dqn
-        self.loss_function = check_loss_kind(settings.loss_function)
 
     @property
     def in_keys(self) -> list[NestedKey]:

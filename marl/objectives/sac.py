@@ -7,7 +7,6 @@ copies), target Q-networks, and an automatically tuned temperature ``alpha``
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import ClassVar
 
@@ -19,12 +18,12 @@ from torch import nn
 from torch.func import functional_call
 
 from marl.objectives.common import (
+    PER_AGENT_KEYS,
     LossModule,
-    check_loss_kind,
     distance_loss,
     match_log_prob,
     next_keys,
-    reinit_,
+    q_ensemble,
     td_target,
     unique_keys,
 )
@@ -39,12 +38,7 @@ class _SACBase(LossModule):
         "action": "action",
         "state_action_value": "state_action_value",
         "action_value": "action_value",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
 
     def __init__(
@@ -54,17 +48,11 @@ class _SACBase(LossModule):
         settings: SACSettings,
     ) -> None:
         super().__init__()
-        num_qvalue_nets = settings.num_qvalue_nets
         if not hasattr(actor, "get_dist"):
             raise TypeError(f"actor must expose get_dist(td), got {type(actor).__name__}")
-        if num_qvalue_nets < 1:
-            raise ValueError(f"num_qvalue_nets must be >= 1, got {num_qvalue_nets}")
         self.actor = actor
-        copies = [reinit_(copy.deepcopy(qvalue_network)) for _ in range(num_qvalue_nets - 1)]
-        self.qvalue_networks = nn.ModuleList([qvalue_network, *copies])
-        self._make_target("qvalue_networks", self.qvalue_networks)
-        self.gamma = settings.gamma
-        self.loss_function = check_loss_kind(settings.loss_function)
+        self._with_targets(qvalue_networks=q_ensemble(qvalue_network, settings.num_qvalue_nets))
+        self._q_regression(settings)
         self.log_alpha = nn.Parameter(
             torch.tensor(math.log(settings.alpha_init)), requires_grad=not settings.fixed_alpha
         )

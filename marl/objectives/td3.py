@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-import copy
 from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDict, TensorDictBase
 from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
-from torch import nn
 
 from marl.objectives.common import (
+    PER_AGENT_KEYS,
     LossModule,
-    check_loss_kind,
     distance_loss,
     next_keys,
-    reinit_,
+    q_ensemble,
     td_target,
     unique_keys,
 )
@@ -67,12 +65,7 @@ class TD3Loss(LossModule):
     default_keys: ClassVar[dict[str, NestedKey]] = {
         "action": "action",
         "state_action_value": "state_action_value",
-        "reward": ("next", "reward"),
-        "done": ("next", "done"),
-        "terminated": ("next", "terminated"),
-        "priority_weight": "priority_weight",
-        "priority": "td_error",
-        "agent_mask": None,
+        **PER_AGENT_KEYS,
     }
 
     def __init__(
@@ -86,27 +79,24 @@ class TD3Loss(LossModule):
         high: float | torch.Tensor = 1.0,
     ) -> None:
         settings = TD3Settings() if settings is None else settings
-        num_qvalue_nets, policy_delay = settings.num_qvalue_nets, settings.policy_delay
+        policy_delay = settings.policy_delay
         super().__init__()
         if policy_delay < 1:
             raise ValueError(f"policy_delay must be >= 1, got {policy_delay}")
-        self.actor = actor
-        copies = [reinit_(copy.deepcopy(qvalue_network)) for _ in range(num_qvalue_nets - 1)]
-        self.qvalue_networks = nn.ModuleList([qvalue_network, *copies])
-        self._make_target("actor", actor)
-        self._make_target("qvalue_networks", self.qvalue_networks)
+        self._with_targets(
+            actor=actor, qvalue_networks=q_ensemble(qvalue_network, settings.num_qvalue_nets)
+        )
         if action_spec is not None:
             low, high = getattr(action_spec, "low", low), getattr(action_spec, "high", high)
         self.register_buffer("low", torch.as_tensor(low, dtype=torch.float32))
         self.register_buffer("high", torch.as_tensor(high, dtype=torch.float32))
-        self.gamma = settings.gamma
+        self._q_regression(settings)
         # the settings give the noise in units of half the action range (a recipe's 0.2
         # means the same on every task); the loss adds it in action units
         half = float((self.high - self.low).max()) / 2
         self.policy_noise = settings.policy_noise * half
         self.noise_clip = settings.noise_clip * half
         self.policy_delay = policy_delay
-        self.loss_function = check_loss_kind(settings.loss_function)
         self._calls = 0
 
     @property

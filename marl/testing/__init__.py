@@ -1,7 +1,8 @@
 """Tools to test envs and algorithms: fake envs and the random and no-op baselines.
 
 - :class:`MultiAgentFakeEnv` and :class:`SingleAgentFakeEnv`: fast, vectorized,
-  learnable pure-torch envs that follow the data layout exactly.
+  learnable pure-torch envs that follow the data layout exactly;
+  :func:`example_group`: one of their groups, as the algorithm builders take it.
 - :func:`random_policy`, :class:`NoopPolicy`, :func:`baseline_returns` and
   :func:`compare_with_baselines`: the two policies every trained policy must beat,
   run through the same evaluation as the trained one.
@@ -15,6 +16,7 @@ from marl.testing.baselines import (
     random_policy,
 )
 from marl.testing.fake_envs import MultiAgentFakeEnv, SingleAgentFakeEnv
+from marl.testing.groups import example_group
 
 __all__ = [
     "BaselineComparison",
@@ -23,5 +25,6 @@ __all__ = [
     "SingleAgentFakeEnv",
     "baseline_returns",
     "compare_with_baselines",
+    "example_group",
     "random_policy",
 ]
