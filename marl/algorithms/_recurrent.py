@@ -169,7 +169,7 @@ def recurrent_stochastic_actor(
         ``(step, sequence)`` actors, each with ``get_dist(td)``.
 
     Examples:
-        >>> from marl.testing import example_group
+        >>> from marl.testing import MultiAgentFakeEnv, example_group
         >>> info = example_group("walker")
         >>> step, seq = recurrent_stochastic_actor(info, "gru", [16], "tanh")
         >>> td = step(MultiAgentFakeEnv(num_envs=2).reset())
@@ -265,7 +265,7 @@ def recurrent_q_network(
     """A recurrent ``Q(h, .)`` over every discrete action, written to ``action_value``.
 
     Examples:
-        >>> from marl.testing import example_group
+        >>> from marl.testing import MultiAgentFakeEnv, example_group
         >>> info = example_group("picker")
         >>> step, seq = recurrent_q_network(info, "lstm", [16], "relu")
         >>> step(MultiAgentFakeEnv(num_envs=2).reset())["picker", "action_value"].shape

@@ -50,6 +50,7 @@ class TD3Loss(LossModule):
     Examples:
         >>> from tensordict import TensorDict
         >>> from tensordict.nn import TensorDictModule
+        >>> from torch import nn
         >>> actor = TensorDictModule(nn.Sequential(nn.Linear(3, 2), nn.Tanh()),
         ...                          ["observation"], ["action"])
         >>> q = TensorDictModule(nn.Bilinear(3, 2, 1), ["observation", "action"],
