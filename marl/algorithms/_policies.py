@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 from tensordict import TensorDictBase
@@ -246,54 +247,56 @@ def stochastic_actor(
         A module with ``get_dist(td)``, as the losses expect.
     """
     out_features, post, out_keys, head = actor_distribution(info, log_prob_key)
+    options = BodyOptions(network, share_params)
     body = observation_network(
-        info,
-        out_features,
-        out_keys,
-        cells,
-        activation,
-        post=post,
-        network=network,
-        share_params=share_params,
+        info, out_features, list(out_keys), cells, activation, options, post=post
     )
     return ProbabilisticTensorDictSequential(body, head)
+
+
+@dataclass(frozen=True)
+class BodyOptions:
+    """How :func:`~marl.algorithms._networks.make_network` builds a body: which one, and
+    whether its parameters are shared over the agents, it reads every agent
+    (``centralized``) or it normalizes its hidden layers."""
+
+    network: str | NetworkSpec = "mlp"
+    share_params: bool = True
+    centralized: bool = False
+    layer_norm: bool = False
 
 
 def observation_network(
     info: GroupInfo,
     out_features: int,
-    out_keys: Sequence[NestedKey],
+    out_key: NestedKey | Sequence[NestedKey],
     cells: Sequence[int],
     activation: str,
+    options: BodyOptions = BodyOptions(),
     *,
     with_action: bool = False,
     post: nn.Module | None = None,
-    network: str | NetworkSpec = "mlp",
-    share_params: bool = True,
-    centralized: bool = False,
-    layer_norm: bool = False,
 ) -> TensorDictModule:
     """A network of the group's observations (and, ``with_action``, its action) writing
-    ``out_features`` per agent to ``out_keys``: every network below is one of these.
-
-    ``network``, ``share_params``, ``centralized`` and ``layer_norm`` are
-    :func:`~marl.algorithms._networks.make_network`'s.
-    """
+    ``out_features`` per agent to ``out_key`` (or several keys): every network below is
+    one of these."""
     in_keys, ndims, in_size = observation_inputs(info)
     if with_action:
         in_keys, ndims = [*in_keys, info.key("action")], [*ndims, len(info.action_shape)]
         in_size += group_action_dim(info)
+    o = options
     net = make_network(
         info,
         in_size,
         out_features,
         cells,
         activation,
-        network=network,
-        share_params=share_params,
-        centralized=centralized,
-        layer_norm=layer_norm,
+        network=o.network,
+        share_params=o.share_params,
+        centralized=o.centralized,
+        layer_norm=o.layer_norm,
     )
+    out_keys = list(out_key) if isinstance(out_key, list) else [out_key]
     return group_module(info, net, in_keys, ndims, out_keys, post)
 
 
@@ -306,16 +309,10 @@ def deterministic_actor(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``a = low + (tanh(net(obs)) + 1) * (high - low) / 2`` for DDPG/TD3."""
-    out = [info.key("action")]
+    options = BodyOptions(network, share_params)
+    post = _Scale(*action_bounds(info))
     return observation_network(
-        info,
-        group_action_dim(info),
-        out,
-        cells,
-        activation,
-        post=_Scale(*action_bounds(info)),
-        network=network,
-        share_params=share_params,
+        info, group_action_dim(info), info.key("action"), cells, activation, options, post=post
     )
 
 
@@ -329,17 +326,8 @@ def state_value_critic(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``V(s)`` written to the group's ``state_value`` (``[*B, (n_agents,) 1]``)."""
-    out = [info.key("state_value")]
-    return observation_network(
-        info,
-        1,
-        out,
-        cells,
-        activation,
-        network=network,
-        centralized=centralized,
-        share_params=share_params,
-    )
+    options = BodyOptions(network, share_params, centralized)
+    return observation_network(info, 1, info.key("state_value"), cells, activation, options)
 
 
 def state_action_value_critic(
@@ -352,18 +340,8 @@ def state_action_value_critic(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, a)`` from observation and continuous action, written to ``state_action_value``."""
-    out = [info.key("state_action_value")]
-    return observation_network(
-        info,
-        1,
-        out,
-        cells,
-        activation,
-        with_action=True,
-        network=network,
-        centralized=centralized,
-        share_params=share_params,
-    )
+    options, key = BodyOptions(network, share_params, centralized), "state_action_value"
+    return observation_network(info, 1, info.key(key), cells, activation, options, with_action=True)
 
 
 def q_value_network(
@@ -376,17 +354,9 @@ def q_value_network(
     network: str | NetworkSpec = "mlp",
 ) -> TensorDictModule:
     """``Q(s, .)`` over every discrete action, written to ``action_value``."""
-    out = [info.key("action_value")]
-    return observation_network(
-        info,
-        info.n_actions,
-        out,
-        cells,
-        activation,
-        network=network,
-        share_params=share_params,
-        layer_norm=layer_norm,
-    )
+    options = BodyOptions(network, share_params, layer_norm=layer_norm)
+    key = info.key("action_value")
+    return observation_network(info, info.n_actions, key, cells, activation, options)
 
 
 class GreedyAction(TensorDictModuleBase):
