@@ -41,7 +41,7 @@ from marl.algorithms import (
     vdn,
 )
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
-from marl.algorithms._networks import NETWORKS, check_network
+from marl.algorithms._networks import NETWORKS
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import Algorithm
 from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
@@ -63,7 +63,7 @@ from marl.algorithms.pqn import PQNConfig
 from marl.algorithms.pqn_vdn import PQNVDNConfig
 from marl.algorithms.qmix import QMIXConfig
 from marl.algorithms.sac import SACConfig
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import AlgorithmSpec, check_network
 from marl.algorithms.td3 import TD3Config
 from marl.algorithms.trainer import Trainer, TrainerCallback, TrainingRun
 from marl.algorithms.updates import compile_report

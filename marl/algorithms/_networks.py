@@ -3,8 +3,8 @@
 Every actor, critic and Q-network the builders of ``_policies.py`` and ``_critics.py``
 make has a *body* chosen by the algorithm config's ``network`` field (``model.network``
 on the command line): :data:`NETWORKS` lists them. :func:`make_network` builds the
-body; :func:`check_network` (called by ``Algorithm.build`` for every group, before the
-group's builder) refuses an algorithm-network-group combination that cannot work,
+body; :func:`~marl.algorithms.spec.check_network` (called by ``Algorithm.build`` for every
+group, before the group's builder, with :func:`group_refusal` for what the env adds) refuses an algorithm-network-group combination that cannot work,
 naming the algorithm, the network, the group and why. Which bodies an algorithm takes
 whatever the env is its own to say (``AlgorithmSpec.network_refusals``);
 ``marl.algorithms.network_table`` collects them (``docs/basic/models.md`` prints it).
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
@@ -24,16 +23,12 @@ from marl.algorithms.settings import RECURRENT_BODIES, CentralCritic, NetworkSet
 from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
 
-if TYPE_CHECKING:
-    from marl.algorithms.spec import AlgorithmSpec
-
 __all__ = [
     "ACTIVATIONS",
     "NETWORKS",
-    "RECURRENT_BODIES",
     "NetworkSpec",
     "activation_class",
-    "check_network",
+    "group_refusal",
     "make_network",
     "observation_shapes",
 ]
@@ -78,8 +73,15 @@ def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:
     return {"observation": tuple(spec.shape[lead:])}
 
 
-def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None) -> str | None:
-    """Why ``network`` cannot serve this group (its env), or ``None``."""
+def group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None) -> str | None:
+    """Why ``network`` cannot serve this group (its env), or ``None``.
+
+    Args:
+        info: the group.
+        network: the body's name.
+        config: the algorithm config's network settings (its sharing and ``gnn`` options,
+            and whether its critic is centralized); ``None``: the env's reasons only.
+    """
     if network == "mlp":
         return None
     if network in RECURRENT_BODIES:
@@ -125,42 +127,6 @@ def _group_refusal(info: GroupInfo, network: str, config: NetworkSettings | None
                 "set critic_scope='group'"
             )
     return None
-
-
-def check_network(algorithm: AlgorithmSpec, info: GroupInfo, config: object) -> None:
-    """Refuse a network body that cannot work for ``algorithm`` on this group.
-
-    Args:
-        algorithm: the algorithm (its :meth:`~AlgorithmSpec.network_refusal`: the bodies
-            it never takes).
-        info: the group.
-        config: the algorithm config; its ``network`` field names the body (a config
-            without :class:`~marl.algorithms.settings.NetworkSettings` takes none, and is
-            not checked).
-
-    Raises:
-        ValueError: naming the algorithm, the network, the group and why.
-
-    Examples:
-        >>> from marl.algorithms import get_algorithm
-        >>> from marl.algorithms.base import group_infos
-        >>> from marl.algorithms.ppo import PPOConfig
-        >>> from marl.testing import SingleAgentFakeEnv
-        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
-        >>> check_network(get_algorithm("ppo"), info, PPOConfig(network="gnn"))
-        Traceback (most recent call last):
-        ...
-        ValueError: algorithm 'ppo' cannot use network 'gnn' for group 'root': a single-agent env (its root group) has no agents to pass messages between: use mlp
-    """
-    if not isinstance(config, NetworkSettings):
-        return
-    network = config.network
-    why = algorithm.network_refusal(network) or _group_refusal(info, network, config)
-    if why is not None:
-        raise ValueError(
-            f"algorithm {algorithm.name!r} cannot use network {network!r} for group "
-            f"{info.label!r}: {why}"
-        )
 
 
 def image_layout(shape: Sequence[int]) -> bool:
@@ -271,7 +237,7 @@ def make_network(
         f"a {name} body is built by the recurrent builders (marl.algorithms._recurrent)"
         if name in RECURRENT_BODIES
         else None
-    ) or _group_refusal(info, name, None)
+    ) or group_refusal(info, name, None)
     if why is not None:
         raise ValueError(f"network {name!r} for group {info.label!r}: {why}")
     common = dict(

@@ -28,13 +28,12 @@ from tensordict.nn import (
 from torch import nn
 
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
-from marl.algorithms._networks import check_network
 from marl.algorithms.contracts import (
     JointUpdater,
     Learner,
 )
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import AlgorithmSpec, check_network
 from marl.envs.common import EnvBase
 
 __all__ = [

@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._networks import NETWORKS
+from marl.algorithms._networks import NETWORKS, group_refusal
 from marl.algorithms.contracts import Learner
-from marl.algorithms.settings import RECURRENT_BODIES
+from marl.algorithms.settings import RECURRENT_BODIES, NetworkSettings
 from marl.algorithms.value_checks import check_config_values
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "RENAMED",
     "AlgorithmSpec",
     "ConfigT",
+    "check_network",
     "recurrent_refusals",
 ]
 
@@ -143,4 +144,40 @@ class AlgorithmSpec(Generic[ConfigT]):
         raise TypeError(
             f"{self.name} config must be a {self.config_cls.__name__}, a dict or None, "
             f"got {type(config).__name__}"
+        )
+
+
+def check_network(algorithm: AlgorithmSpec, info: GroupInfo, config: object) -> None:
+    """Refuse a network body that cannot work for ``algorithm`` on this group.
+
+    Args:
+        algorithm: the algorithm (its :meth:`~AlgorithmSpec.network_refusal`: the bodies
+            it never takes).
+        info: the group.
+        config: the algorithm config; its ``network`` field names the body (a config
+            without :class:`~marl.algorithms.settings.NetworkSettings` takes none, and is
+            not checked).
+
+    Raises:
+        ValueError: naming the algorithm, the network, the group and why.
+
+    Examples:
+        >>> from marl.algorithms import get_algorithm
+        >>> from marl.algorithms.base import group_infos
+        >>> from marl.algorithms.ppo import PPOConfig
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> info = group_infos(SingleAgentFakeEnv(num_envs=2))["root"]
+        >>> check_network(get_algorithm("ppo"), info, PPOConfig(network="gnn"))
+        Traceback (most recent call last):
+        ...
+        ValueError: algorithm 'ppo' cannot use network 'gnn' for group 'root': a single-agent env (its root group) has no agents to pass messages between: use mlp
+    """
+    if not isinstance(config, NetworkSettings):
+        return
+    network = config.network
+    why = algorithm.network_refusal(network) or group_refusal(info, network, config)
+    if why is not None:
+        raise ValueError(
+            f"algorithm {algorithm.name!r} cannot use network {network!r} for group "
+            f"{info.label!r}: {why}"
         )
