@@ -33,7 +33,7 @@ from marl.algorithms.contracts import (
     Learner,
 )
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.spec import AlgorithmSpec, check_network
+from marl.algorithms.spec import AlgorithmConfig, AlgorithmSpec, check_network
 from marl.envs.common import EnvBase
 
 __all__ = [
@@ -78,7 +78,7 @@ class Algorithm(nn.Module):
     def __init__(
         self,
         algorithm: str | AlgorithmSpec | Mapping[str, str | AlgorithmSpec],
-        config: Any = None,
+        config: AlgorithmConfig | Mapping[str, AlgorithmConfig] = None,
     ) -> None:
         super().__init__()
         self._algorithm = algorithm
@@ -93,7 +93,7 @@ class Algorithm(nn.Module):
         return self._algorithm
 
     @property
-    def config(self) -> Any:
+    def config(self) -> AlgorithmConfig | Mapping[str, AlgorithmConfig]:
         """The ``config`` argument as given (``None``, a config, overrides, or per group)."""
         return self._config
 
@@ -107,7 +107,7 @@ class Algorithm(nn.Module):
         """Whether :meth:`build` has run."""
         return self._policy is not None
 
-    def _spec_and_config(self, label: str) -> tuple[AlgorithmSpec, Any]:
+    def _spec_and_config(self, label: str) -> tuple[AlgorithmSpec, AlgorithmConfig]:
         from marl.algorithms import get_algorithm
 
         algo, config = self._algorithm, self._config

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import NETWORKS, group_refusal
@@ -17,6 +17,7 @@ __all__ = [
     "NOT_RECURRENT",
     "OFF_POLICY_NOT_RECURRENT",
     "RENAMED",
+    "AlgorithmConfig",
     "AlgorithmSpec",
     "ConfigT",
     "check_network",
@@ -26,6 +27,10 @@ __all__ = [
 
 ConfigT = TypeVar("ConfigT")
 """An algorithm's config dataclass: what its spec makes and its builder reads."""
+
+AlgorithmConfig: TypeAlias = "object | Mapping[str, object] | None"
+"""What an algorithm is configured with: ``None`` (its defaults), an instance of its
+``config_cls``, or a mapping of overrides (the command line's ``algorithm`` node)."""
 
 
 RENAMED: dict[str, str] = {

@@ -14,6 +14,7 @@ from typing import Any
 
 from marl.algorithms import Algorithm, get_algorithm, network_refusal
 from marl.algorithms.settings import ReplaySettings
+from marl.algorithms.spec import AlgorithmConfig
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, make_task
 from marl.envs.common import EnvBase
@@ -69,7 +70,7 @@ def default_num_envs(
 
 def build_algorithm(
     algorithm: str | Mapping[str, str] | Algorithm,
-    algorithm_config: Any,
+    algorithm_config: AlgorithmConfig | Mapping[str, AlgorithmConfig],
     model: ModelConfig,
     buffer_device: str | None,
 ) -> Algorithm:
@@ -116,8 +117,8 @@ def build_algorithm(
 
 
 def _algorithm_config(
-    name: str, overrides: Any, model: ModelConfig, buffer_device: str | None
-) -> Any:
+    name: str, overrides: AlgorithmConfig, model: ModelConfig, buffer_device: str | None
+) -> object:
     """The algorithm config with the model and the buffer device applied."""
     spec = get_algorithm(name)  # raises with the list of algorithms
     if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
