@@ -143,10 +143,12 @@ class ExperimentConfig:
     """Evaluate on a separate env before, during and at the end of training."""
     evaluation_interval: int = 100_000
     """Frames between evaluations."""
-    evaluation_episodes: int = 10
-    """Episodes per evaluation, exactly. They run in parallel: over ``evaluation_episodes`` envs on
-    VMAS, over at most 8 elsewhere, each env running its fixed share (10 over 8 envs: 2 on two
-    envs, 1 on the others), so short episodes are not favoured."""
+    evaluation_episodes: int = 32
+    """Episodes per evaluation, exactly: 32, the protocol most MARL papers follow (Gorsane
+    et al., 2022; ten were too few to rank a run's policies). They run in parallel: over
+    ``evaluation_episodes`` envs on VMAS, over at most 8 elsewhere, each env running its
+    fixed share (10 over 8 envs: 2 on two envs, 1 on the others), so short episodes are
+    not favoured. The absolute metric re-evaluates the best policy on 10 times as many."""
     evaluation_deterministic: bool = True
     """Evaluate the mode of the policy (no exploration noise)."""
     render: bool = True
