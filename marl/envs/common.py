@@ -291,20 +291,36 @@ class EnvBase:
     def step_and_maybe_reset(self, td: TensorDictBase) -> tuple[TensorDictBase, TensorDictBase]:
         """Step, then build the next root TensorDict, resetting sub-envs that ended.
 
-        The sub-envs to reset are those whose root ``done`` is True. Only an env
-        without ``partial_resets_on_device`` reads that on the host (once).
+        The same as :meth:`step` followed by :meth:`maybe_reset`.
 
         Returns:
             ``(td, td_root)``: ``td`` holds the transition (with ``"next"``),
             ``td_root`` is what the policy reads at the next step.
         """
         td = self.step(td)
+        return td, self.maybe_reset(td)
+
+    def maybe_reset(self, td: TensorDictBase) -> TensorDictBase:
+        """Build the root TensorDict of the next step from a transition, resetting the
+        sub-envs that ended.
+
+        The sub-envs to reset are those whose root ``done`` is True. Only an env
+        without ``partial_resets_on_device`` reads that on the host (once). Between
+        :meth:`step` and this call the env still holds the state the transition
+        ended in (what a renderer wants to draw).
+
+        Args:
+            td: a transition returned by :meth:`step` (with ``"next"``).
+
+        Returns:
+            What the policy reads at the next step.
+        """
         root = step_mdp(td, self.reward_keys)
         done = root.get("done")
         if self.partial_resets_on_device or _any_true(done):
             root.set("_reset", done.clone())
             root = _merge_partial(self._reset_proc(root), root, done, len(self.batch_size))
-        return td, root
+        return root
 
     def rand_action(self, td: TensorDictBase | None = None) -> TensorDictBase:
         """Write uniformly random actions into ``td``, honouring action masks.

@@ -1,8 +1,8 @@
 """The episode loop: a policy plays exactly ``episodes`` complete episodes on a batched env.
 
-Evaluation (:func:`marl.algorithms.evaluate_episodes`) and league games
-(:func:`marl.league.play_games`) both run this loop, so both count episodes the same
-fair way: each sub-env's share of the episodes is fixed before the first step, and a
+Evaluation (:func:`marl.algorithms.evaluate_episodes`), league games
+(:func:`marl.league.play_games`) and videos (:func:`marl.experiment.video.record_episode`)
+all run this loop, so all count episodes the same fair way: each sub-env's share of the episodes is fixed before the first step, and a
 sub-env counts its first episodes up to that share. Keeping instead the first
 ``episodes`` to end, whichever sub-env they come from, favours short episodes (in a
 game, the quick wins or losses).
@@ -67,6 +67,7 @@ def play_episodes(
     *,
     max_steps: int = 100_000,
     deterministic: bool = True,
+    observe: Callable[[TensorDictBase], object] | None = None,
 ) -> Episodes:
     """Run ``policy`` on ``env`` until every sub-env has played its share of ``episodes``.
 
@@ -86,6 +87,9 @@ def play_episodes(
             (see :attr:`Episodes.complete`).
         deterministic: run under ``InteractionType.DETERMINISTIC`` (mode, no
             exploration), else ``RANDOM``.
+        observe: called with the reset TensorDict, then with every transition before
+            the sub-envs that ended are reset, so the env still holds the state the
+            step ended in (a video renders it).
 
     Returns:
         The counted episodes' value sums and lengths.
@@ -111,10 +115,15 @@ def play_episodes(
     count = torch.zeros(n, dtype=torch.long)
     mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
     td = env.reset()
+    if observe is not None:
+        observe(td)
     with set_interaction_type(mode):
         for _ in range(max_steps):
             td = policy(td)
-            td, root = env.step_and_maybe_reset(td)
+            td = env.step(td)
+            if observe is not None:
+                observe(td)
+            root = env.maybe_reset(td)
             values = step_values(td).float().reshape(-1, n).cpu()
             running = values if running is None else running + values
             length += 1

@@ -17,10 +17,10 @@ from typing import Any
 import numpy as np
 import torch
 from tensordict import TensorDictBase
-from tensordict.nn import InteractionType, set_interaction_type
 
 from marl.atomic import atomic_path
 from marl.envs.common import EnvBase
+from marl.envs.episodes import play_episodes
 
 __all__ = ["prepare_headless_rendering", "record_episode", "write_video"]
 
@@ -54,7 +54,6 @@ def _frame(env: EnvBase) -> np.ndarray:
     return frame[..., :3].astype(np.uint8)
 
 
-@torch.no_grad()
 def record_episode(
     env: EnvBase,
     policy: Callable[[TensorDictBase], TensorDictBase],
@@ -62,6 +61,9 @@ def record_episode(
     deterministic: bool = True,
 ) -> list[np.ndarray]:
     """Run one episode of the first sub-env and return its rendered frames.
+
+    The episode runs in :func:`marl.envs.episodes.play_episodes`, the loop evaluation
+    uses, with the first sub-env's share set to this one episode.
 
     Args:
         env: an env that renders (VMAS, or a task built with ``render_mode="rgb_array"``).
@@ -72,18 +74,20 @@ def record_episode(
     Returns:
         ``[H, W, 3]`` uint8 frames, the first one after reset.
     """
-    mode = InteractionType.DETERMINISTIC if deterministic else InteractionType.RANDOM
-    td = env.reset()
-    frames = [_frame(env)]
-    with set_interaction_type(mode):
-        for _ in range(max_steps):
-            td = policy(td)
-            td = env.step(td)
-            frames.append(_frame(env))
-            done = td.get(("next", "done")).reshape(-1)
-            if bool(done[0]):
-                break
-            td = td.get("next")
+    frames: list[np.ndarray] = []
+
+    def nothing_to_sum(td: TensorDictBase) -> torch.Tensor:  # a video needs only the frames
+        return td.get(("next", "done")).reshape(1, -1)
+
+    play_episodes(
+        env,
+        policy,
+        1,
+        nothing_to_sum,
+        max_steps=max_steps,
+        deterministic=deterministic,
+        observe=lambda td: frames.append(_frame(env)),
+    )
     return frames
 
 

@@ -72,3 +72,30 @@ def test_league_games_count_like_evaluation():
 
     scores = play_games(env, first, RandomPlayer(env), (Side("walker"), Side("picker")), 4)
     assert len(scores) == 4 and len(calls) == 10
+
+
+def test_observe_sees_every_step_before_its_reset():
+    """A video renders in ``observe``: it must see the state a step ended in, not the
+    next episode's start that the partial reset puts there."""
+    env = _two_speeds()
+    counters = []
+    play_episodes(
+        env,
+        lambda td: td.set("action", torch.zeros(2, 2)),
+        2,
+        _steps,
+        observe=lambda td: counters.append(env._t.tolist()),
+    )
+    # reset, then 5 steps; sub-env 0 ends at every step and is seen at its end (1),
+    # sub-env 1 counts up to its end (5) before the loop stops
+    assert counters == [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]
+
+
+def test_a_video_is_one_episode_of_the_first_sub_env(monkeypatch):
+    from marl.experiment import video
+
+    env = _two_speeds()
+    env.max_steps = torch.tensor([3, 1])  # sub-env 1's episodes end first: not counted
+    monkeypatch.setattr(video, "_frame", lambda env: env._t[0].item())
+    frames = video.record_episode(env, lambda td: td.set("action", torch.zeros(2, 2)))
+    assert frames == [0, 1, 2, 3]  # the reset, then every step up to the episode's end
