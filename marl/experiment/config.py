@@ -18,6 +18,7 @@ from typing import Any
 
 from marl.algorithms import NETWORKS
 from marl.algorithms.settings import NetworkSettings
+from marl.experiment.lifecycle import STOP_TIMEOUT_S
 from marl.export import FORMATS as EXPORT_FORMATS
 
 __all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
@@ -183,6 +184,11 @@ class ExperimentConfig:
     """Also save replay buffers (large; without them an off-policy run refills after a resume)."""
     restore_file: str | None = None
     """A checkpoint to resume from: training continues from its frame count, not from zero."""
+    stop_timeout_s: float | None = STOP_TIMEOUT_S
+    """After SIGINT or SIGTERM, seconds to wait for the current iteration to end and write a
+    final checkpoint before stopping at once without one, the last checkpoint kept
+    (``None``: wait as long as it takes). The default, 20 s, is under the 30 s SLURM and
+    Kubernetes give a job between SIGTERM and SIGKILL."""
 
     # --- export --------------------------------------------------------------
     export: list[str] = field(default_factory=list)
@@ -216,6 +222,11 @@ class ExperimentConfig:
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
         need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
+        need(
+            self.stop_timeout_s is None or self.stop_timeout_s > 0,
+            "stop_timeout_s",
+            "None or a number of seconds > 0",
+        )
         need(
             self.log_interval_s is None or self.log_interval_s > 0, "log_interval_s", "None or > 0"
         )

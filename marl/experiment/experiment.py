@@ -395,7 +395,10 @@ class Experiment:
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
         self._status("running")
         try:
-            with StatusOnExit(self._status, self._frames, self.folder), InterruptGuard() as guard:
+            with (
+                StatusOnExit(self._status, self._frames, self.folder),
+                InterruptGuard(self.config.stop_timeout_s) as guard,
+            ):
                 return self._train(restore, guard, description)
         finally:
             for collector in self._collectors:
@@ -495,6 +498,7 @@ class Experiment:
         finally:
             run.close()
         if stopping():
+            guard.disarm()  # the final checkpoint is not cut short by the stop's timeout
             # at 0 frames there is nothing to continue (a resume would evaluate at 0 again)
             if trainer.frames not in (0, self._last_checkpoint):
                 self.save_checkpoint()

@@ -40,7 +40,13 @@ from marl.experiment.checkpoint import (
     set_rng_state,
 )
 from marl.experiment.config import ModelConfig
-from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, held_run, traceback_tail
+from marl.experiment.lifecycle import (
+    STOP_TIMEOUT_S,
+    InterruptGuard,
+    RunInterrupted,
+    held_run,
+    traceback_tail,
+)
 from marl.experiment.loggers import make_loggers
 from marl.experiment.runlock import lock_run_folder
 from marl.serialization import load
@@ -58,6 +64,7 @@ CHANGEABLE_ON_RESUME = (
     "loggers",
     "num_threads",
     "progress",
+    "stop_timeout_s",
 )
 """The ``league`` settings a resumed run may change: they do not change what was learned."""
 
@@ -105,6 +112,9 @@ class LeagueConfig:
     """Log a line per batch."""
     restore_file: str | None = None
     """A checkpoint to continue (marl-league --resume RUN_FOLDER sets it)."""
+    stop_timeout_s: float | None = STOP_TIMEOUT_S
+    """After SIGINT or SIGTERM, seconds to wait for the current game batch and update to end
+    and write a final checkpoint before stopping at once without one (``None``: no bound)."""
 
 
 def load_league_checkpoint(
@@ -275,6 +285,9 @@ def _run_league(
             f"{folder} already holds {held_run(folder)}: continue it with marl-league "
             f"--resume {folder}, or choose another folder"
         )
+    guard = InterruptGuard(  # a checkpoint from before the setting has none
+        lc.get("stop_timeout_s", STOP_TIMEOUT_S), setting="league.stop_timeout_s"
+    )
     folder.mkdir(parents=True, exist_ok=True)
     _log_to_stderr()
     torch.set_num_threads(int(lc["num_threads"]))
@@ -343,7 +356,7 @@ def _run_league(
     last = league.frames
     status("running")
     try:
-        with InterruptGuard() as guard:
+        with guard:
             for logs in league.train():
                 scalars = {
                     k: float(v)
@@ -367,6 +380,7 @@ def _run_league(
                     save()
                     last = league.frames
                 if guard.signum is not None:
+                    guard.disarm()  # the final checkpoint is not cut short
                     save()
                     raise RunInterrupted(guard.signum)
             if last != league.frames or not checkpoints.checkpoints():

@@ -7,7 +7,8 @@
 - ``complete``: trained to ``total_frames``;
 - ``failed``: an exception stopped it; ``error`` and ``traceback`` (its last lines) say which;
 - ``interrupted``: SIGINT or SIGTERM stopped it at the end of an iteration, after a
-  final checkpoint; ``signal`` says which;
+  final checkpoint, or at once when the iteration did not end within
+  :data:`STOP_TIMEOUT_S` (its last checkpoint resumes it); ``signal`` says which;
 - ``stopped``: the process ended it with ``sys.exit(0)`` (Ray Tune does so with a member
   its scheduler stops: ASHA's cuts, PBT's pauses); its last checkpoint resumes it.
 """
@@ -25,6 +26,7 @@ from typing import Any
 
 __all__ = [
     "STATUSES",
+    "STOP_TIMEOUT_S",
     "InterruptGuard",
     "RunInterrupted",
     "StatusOnExit",
@@ -35,6 +37,12 @@ __all__ = [
 log = logging.getLogger("marl.experiment")
 
 STATUSES = ("running", "complete", "failed", "interrupted", "stopped")
+
+STOP_TIMEOUT_S = 20.0
+"""Seconds a run waits after SIGINT or SIGTERM for its iteration to end (and then writes its
+final checkpoint) before it stops at once, without one: an iteration can last minutes (a
+pixel task's update), and SLURM and Kubernetes send SIGKILL 30 s after SIGTERM by default,
+after which nothing can write ``status.json`` or release the run folder."""
 
 # the files whose presence means that a folder holds a run (a fresh hydra run folder
 # already holds .hydra/ and marl-run.log, which do not count)
@@ -68,8 +76,19 @@ class InterruptGuard:
     """While active, the first SIGINT or SIGTERM only asks the run to stop; a second stops it now.
 
     The run checks :attr:`signum` between iterations, so that its final checkpoint
-    holds a consistent state (never half an update). Handlers are installed only in
+    holds a consistent state (never half an update), and calls :meth:`disarm` once it
+    has reached that point. When it does not within ``timeout_s`` of the first signal,
+    the guard raises :class:`RunInterrupted` itself, as a second signal would: the run
+    stops without a final checkpoint, its last one kept. Handlers are installed only in
     the main thread (Python's rule) and restored on exit.
+
+    Args:
+        timeout_s: the bound on the wait for the iteration (``None``: as long as it
+            takes).
+        setting: the config key ``timeout_s`` came from, which an error names.
+
+    Raises:
+        ValueError: when ``timeout_s`` is not ``None`` or a number > 0.
 
     Examples:
         >>> import os, signal
@@ -81,19 +100,67 @@ class InterruptGuard:
 
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
-    def __init__(self) -> None:
+    def __init__(
+        self, timeout_s: float | None = STOP_TIMEOUT_S, setting: str = "timeout_s"
+    ) -> None:
+        if timeout_s is not None and not (
+            isinstance(timeout_s, (int, float))
+            and not isinstance(timeout_s, bool)
+            and timeout_s > 0
+        ):
+            raise ValueError(
+                f"{setting}: expected None or a number of seconds > 0, got {timeout_s!r}"
+            )
+        self.timeout_s = timeout_s
         self.signum: int | None = None
+        self.expired = False
         self._previous: dict[int, Any] = {}
+        self._timer: threading.Timer | None = None
+        self._lock = threading.Lock()
+        self._armed = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.signum is not None:
+            if self.expired:
+                log.warning(
+                    "the iteration did not end within %g s of %s: stopping now, without a "
+                    "final checkpoint (the last one is kept)",
+                    self.timeout_s,
+                    signal.Signals(self.signum).name,
+                )
+                raise RunInterrupted(self.signum)
             raise RunInterrupted(signum)
         self.signum = signum
+        bound = f"within {self.timeout_s:g} s, " if self.timeout_s is not None else ""
         log.warning(
-            "%s received: stopping after this iteration with a checkpoint (send it again to "
-            "stop at once, without one)",
+            "%s received: stopping after this iteration with a checkpoint (%sor at once, "
+            "without one, when it is sent again)",
             signal.Signals(signum).name,
+            bound,
         )
+        if self.timeout_s is not None:
+            with self._lock:
+                self._armed = True
+                self._timer = threading.Timer(self.timeout_s, self._expire)
+                self._timer.daemon = True
+                self._timer.start()
+
+    def _expire(self) -> None:
+        with self._lock:
+            if not self._armed or self.signum is None:
+                return
+            self.expired = True
+            self._armed = False
+            # a real signal to the main thread: it also breaks a blocking wait there
+            signal.pthread_kill(threading.main_thread().ident or 0, self.signum)
+
+    def disarm(self) -> None:
+        """The run reached its stop point: what follows (the final checkpoint) is not cut
+        short by the timeout. A second signal still stops it at once."""
+        with self._lock:
+            self._armed = False
+            if self._timer is not None:
+                self._timer.cancel()
 
     def __enter__(self) -> InterruptGuard:
         if threading.current_thread() is threading.main_thread():
@@ -105,6 +172,7 @@ class InterruptGuard:
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        self.disarm()
         for sig, handler in self._previous.items():
             signal.signal(sig, handler)
         self._previous.clear()

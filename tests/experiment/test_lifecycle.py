@@ -4,12 +4,14 @@ import json
 import os
 import signal
 import sys
+import time
 
 import pytest
 import yaml
 
 from marl.algorithms import TrainerCallback
 from marl.experiment import Experiment, RunInterrupted, read_scalars
+from marl.experiment.lifecycle import InterruptGuard
 from marl.report import load_results
 from marl.testing import MultiAgentFakeEnv
 
@@ -126,6 +128,53 @@ def test_a_second_signal_stops_at_once(tmp_path):
     assert st["status"] == "interrupted"
     # no checkpoint of its own: the last periodic one stays the latest
     assert not (tmp_path / "checkpoints" / "checkpoint_192.pt").exists()
+
+
+def test_an_iteration_that_outlasts_the_stop_timeout_is_cut_short(tmp_path):
+    """Finding: SIGTERM waited for the current iteration (5 min 50 s on a pixel task), with
+    no bound, past the 30 s a scheduler gives before SIGKILL."""
+
+    def term_then_hang(trainer):
+        os.kill(os.getpid(), signal.SIGTERM)
+        time.sleep(60)  # an iteration that does not end in time
+
+    start = time.monotonic()
+    with pytest.raises(RunInterrupted) as err:
+        make(tmp_path, callbacks=[AtIteration(192, term_then_hang)], stop_timeout_s=0.5).run()
+    assert time.monotonic() - start < 30
+    assert err.value.signum == signal.SIGTERM
+    st = status(tmp_path)
+    assert st["status"] == "interrupted" and st["signal"] == "SIGTERM"
+    # stopped without a final checkpoint: the last periodic one resumes it
+    names = sorted(p.name for p in (tmp_path / "checkpoints").iterdir())
+    assert names == ["checkpoint_128.pt", "latest.pt"]
+    assert signal.getsignal(signal.SIGTERM) is not None
+    summary = Experiment.resume(tmp_path, task=fake_task).run()
+    assert summary["frames"] == 256 and status(tmp_path)["status"] == "complete"
+
+
+def test_the_stop_timeout_does_not_cut_the_final_checkpoint_short():
+    with InterruptGuard(timeout_s=0.2) as guard:
+        os.kill(os.getpid(), signal.SIGTERM)
+        guard.disarm()  # what the run calls before its final checkpoint
+        time.sleep(0.6)
+    assert guard.signum == signal.SIGTERM and not guard.expired
+
+
+def test_without_a_signal_the_stop_timeout_never_fires():
+    with InterruptGuard(timeout_s=0.1) as guard:
+        time.sleep(0.3)
+    assert guard.signum is None and not guard.expired
+
+
+@pytest.mark.parametrize(
+    "bad, error", [(0, ValueError), (-1.0, ValueError), ("soon", TypeError), (True, TypeError)]
+)
+def test_a_bad_stop_timeout_is_refused_by_name(tmp_path, bad, error):
+    with pytest.raises(error, match=r"experiment.stop_timeout_s: expected (None|float)"):
+        make(tmp_path, stop_timeout_s=bad)
+    with pytest.raises(ValueError, match=r"league\.stop_timeout_s: expected None or a number"):
+        InterruptGuard(bad, setting="league.stop_timeout_s")
 
 
 def test_resume_takes_everything_from_the_checkpoint(tmp_path):
