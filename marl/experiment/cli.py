@@ -26,10 +26,8 @@ be the folder's own run's (``run.json``). Other overrides given with it must
 agree with the checkpoint, except the ``experiment`` settings that do not change what
 is learned (``total_frames``, intervals, devices, loggers, ...), which are applied.
 
-A folder that ``marl-run`` knows before hydra starts (``--resume``'s, or an explicit
-``hydra.run.dir``) is locked first (:mod:`marl.experiment.runlock`): a resume or a new
-run into the folder of a live run is refused with that run's PID, before hydra writes
-its ``.hydra/``.
+Before hydra starts, :mod:`marl.experiment.argv` reads the command line: ``--resume``,
+the lock on a run folder known in advance, unknown task names and renamed keys.
 """
 
 from __future__ import annotations
@@ -404,171 +402,10 @@ def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], b
     )
 
 
-# ----------------------------------------------------------------------- main
-def _override(key: str, value: str | os.PathLike[str]) -> str:
-    """``key=value`` with ``value`` quoted when hydra's grammar needs it."""
-    import re
-
-    text = Path(value).as_posix() if isinstance(value, os.PathLike) else str(value)
-    if not re.match(r"^[\w./:+@-]+$", text):
-        text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"{key}={text}"
-
-
-def _key(arg: str) -> str:
-    return arg.lstrip("+~").split("=", 1)[0]
-
-
-def _value(arg: str) -> Any:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    return OverridesParser.create().parse_override(arg).value()
-
-
-def _refuse_a_folder_with_a_run(args: list[str], program: str = "marl-run") -> None:
-    """A new run into ``hydra.run.dir=<a folder that holds a run>`` is refused here,
-    before hydra rewrites that run's ``.hydra/`` (a live run's: naming its PID)."""
-    from marl.experiment.lifecycle import held_run
-    from marl.experiment.runlock import check_run_folder
-
-    given = [a for a in args if _key(a) == "hydra.run.dir"]
-    if not given or any(a in ("-m", "--multirun") for a in args):
-        return
-    folder = Path(str(_value(given[-1]))).expanduser()
-    check_run_folder(folder)
-    held = held_run(folder)
-    if held is not None:
-        raise ValueError(
-            f"{folder} already holds {held}. Continue it with {program} --resume {folder}, "
-            "or choose another hydra.run.dir."
-        )
-
-
-def prepare_resume(
-    args: list[str], restore_key: str = "experiment.restore_file", program: str = "marl-run"
-) -> list[str]:
-    """Turn ``--resume <folder>`` and ``experiment.restore_file=<checkpoint>`` into overrides
-    that run in the checkpoint's own run folder (and refuse a new run into a folder that
-    holds one). ``marl-league`` passes its own ``restore_key`` (``league.restore_file``).
-
-    Raises:
-        ValueError, FileNotFoundError: with what is wrong, before hydra starts.
-        FileExistsError: a new run into the folder of a live run
-            (:class:`~marl.experiment.runlock.RunFolderInUse`, naming its PID).
-    """
-    from marl.experiment.resume import checkpoint_path, run_folder_of
-
-    out: list[str] = []
-    resume = None
-    items = iter(args)
-    for arg in items:
-        if arg == "--resume":
-            resume = next(items, None)
-            if resume is None or resume.startswith("-"):
-                raise ValueError("--resume needs a run folder (or a checkpoint file)")
-        elif arg.startswith("--resume="):
-            resume = arg.split("=", 1)[1]
-        else:
-            out.append(arg)
-    restore = [a for a in out if _key(a) == restore_key]
-    if resume is not None and restore:
-        raise ValueError(f"give --resume or {restore_key}, not both")
-    if resume is not None:
-        source = resume
-    elif restore and _value(restore[-1]) not in (None, ""):
-        source = str(_value(restore[-1]))
-        out = [a for a in out if a not in restore]
-    else:
-        _refuse_a_folder_with_a_run(out, program)
-        return out
-    checkpoint = checkpoint_path(source)  # refuses a folder without one, or a link out of it
-    if any(a in ("-m", "--multirun") for a in out):
-        raise ValueError("resume one run at a time (without -m/--multirun)")
-    folder_given = Path(source).expanduser().is_dir() and restore_key == "experiment.restore_file"
-    # a run folder stays a folder: the run resumes from its newest intact checkpoint
-    # (marl.experiment.resume.load_resumable), chosen when it loads
-    out.append(
-        _override(restore_key, Path(source).expanduser().resolve() if folder_given else checkpoint)
-    )
-    keys = {_key(a) for a in out}
-    if "hydra.run.dir" not in keys:
-        folder = run_folder_of(checkpoint)
-        if folder is None:
-            raise ValueError(
-                f"{checkpoint} is not in a run folder's checkpoints/: add "
-                "hydra.run.dir=<folder> to say where the run continues"
-            )
-        out.append(_override("hydra.run.dir", folder))
-    if "hydra.output_subdir" not in keys:
-        # keep the run's own .hydra/ (how it was started); config.yaml records the resume
-        out.append("hydra.output_subdir=null")
-    return out
-
-
-# hydra flags that run nothing (they print a config, help or completions)
-_NO_RUN = ("-c", "--cfg", "-h", "--help", "--hydra-help", "-i", "--info", "-sc")
-_NO_RUN_PREFIXES = ("--cfg=", "--info=", "--shell-completion")
-
-
-def lock_run_dir(args: list[str]) -> Any:
-    """Hold the run folder that ``hydra.run.dir`` names (``prepare_resume`` sets it for a
-    resume) before hydra starts, which writes ``.hydra/`` and the log there first; the
-    :class:`~marl.experiment.Experiment` that hydra then runs in this process joins the
-    hold (:mod:`marl.experiment.runlock`). ``None`` when the folder is not known yet
-    (hydra's own timestamped folders, ``-m``) or nothing runs.
-
-    Raises:
-        RunFolderInUse: a live run holds the folder (a ``FileExistsError``).
-    """
-    from marl.experiment.runlock import lock_run_folder
-
-    if any(a in ("-m", "--multirun", *_NO_RUN) or a.startswith(_NO_RUN_PREFIXES) for a in args):
-        return None
-    given = [a for a in args if _key(a) == "hydra.run.dir"]
-    if not given:
-        return None
-    folder = str(_value(given[-1]))
-    if "${" in folder:  # an interpolation that only hydra resolves
-        return None
-    return lock_run_folder(Path(folder).expanduser())
-
-
-def check_task_overrides(args: Sequence[str]) -> None:
-    """Refuse a ``task=`` override (each value of a ``-m`` sweep) that names no catalogued
-    task, suggesting the closest names, and a renamed ``algorithm.<key>`` with its new
-    name, before hydra creates a run folder for them.
-
-    Raises:
-        ValueError: from :func:`marl.envs.tasks.check_task_name`.
-
-    Examples:
-        >>> check_task_overrides(["task=vmas/navigation", "seed=1"])
-        >>> check_task_overrides(["task=vmas/navigaton"])  # doctest: +ELLIPSIS
-        Traceback (most recent call last):
-        ...
-        ValueError: unknown task 'vmas/navigaton'; closest names: ['vmas/navigation', ...]
-        >>> check_task_overrides(["algorithm.share_params=false"])
-        Traceback (most recent call last):
-        ...
-        ValueError: algorithm.share_params is now share_policy_params (the actor or Q-network) and share_critic_params (the critic)
-    """
-    from marl.algorithms.spec import RENAMED
-    from marl.envs.tasks import check_task_name
-
-    for arg in args:
-        key, sep, value = arg.partition("=")
-        path = key.lstrip("+~").split(".")
-        if sep and path[0] == "algorithm" and path[-1] in RENAMED:
-            # hydra would say only "Key ... not in ...": name the new key
-            raise ValueError(f"{key} is now {RENAMED[path[-1]]}")
-        if not sep or key.lstrip("+~") != "task" or "${" in value or "(" in value:
-            continue  # not a plain task override (interpolations and sweep functions pass)
-        for name in value.split(","):
-            check_task_name(name.strip())
-
-
 def main() -> None:
     """Entry point of ``marl-run``."""
+    from marl.experiment.argv import check_task_overrides, lock_run_dir, prepare_resume
+
     try:
         args = prepare_resume(sys.argv[1:])
     except (ValueError, FileNotFoundError, FileExistsError) as err:

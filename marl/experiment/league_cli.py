@@ -80,7 +80,7 @@ def _given(overrides: list[str]) -> list[tuple[str, ...]]:
 
 def main() -> None:
     """Entry point of ``marl-league``."""
-    from marl.experiment.cli import lock_run_dir, prepare_resume
+    from marl.experiment.argv import lock_run_dir, prepare_resume
 
     try:
         args = prepare_resume(sys.argv[1:], restore_key=RESTORE_KEY, program=PROGRAM)

@@ -20,13 +20,13 @@ from torch import _weights_only_unpickler as wo
 
 from marl.data import ListStorage, TensorStorage
 from marl.experiment import Experiment
+from marl.experiment.argv import prepare_resume
 from marl.experiment.checkpoint import (
     CheckpointError,
     CheckpointManager,
     UntrustedCheckpointError,
     load_checkpoint,
 )
-from marl.experiment.cli import prepare_resume
 from marl.experiment.league_run import load_league_checkpoint
 from marl.experiment.resume import RUN_FILE, load_resumable, read_run_id
 from marl.testing import MultiAgentFakeEnv

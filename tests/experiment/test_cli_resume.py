@@ -9,7 +9,8 @@ import yaml
 from hydra.errors import ConfigCompositionException
 
 from marl.experiment import Experiment
-from marl.experiment.cli import compose_config, prepare_resume, run_config
+from marl.experiment.argv import prepare_resume
+from marl.experiment.cli import compose_config, run_config
 
 SMALL = dict(
     num_envs=2,
