@@ -1,7 +1,8 @@
 """Learning tests of the MARL algorithms: each must beat doing nothing AND acting at random.
 
 Every algorithm trains on VMAS ``navigation`` (3 agents, 100-step episodes; the
-value-based ones on its discrete variant) for a fixed frame budget, on two seeds.
+value-based ones on its discrete variant) for a fixed frame budget, on two seeds
+(MADDPG on five, asserted on their median).
 Then its deterministic policy, the uniformly random policy and the no-op policy
 (agents stand still, which scores exactly 0.0 there) each play the same 20
 evaluation episodes (:func:`marl.testing.compare_with_baselines`). The trained
@@ -100,14 +101,9 @@ CASES = {
     # 58-62 CPU s per seed (collection decodes the 3 agents in turn); with
     # --disable-learning: -4.971, -2.002 (both fail)
     "mat": Case(ON_POLICY, 90_000, 0.3, frames_per_batch=6000),  # 0.852, 0.640
-    # MADDPG is the one algorithm here that does not learn on every seed at this budget:
-    # of seeds 0-4 it ended at -0.178, 0.693, 0.328, 0.611 and -4.431 (seed 4: the
-    # deterministic policy drives the agents away where the centralized critic
-    # extrapolates). Per-agent critics (share_critic_params=False) and annealed
-    # exploration each fixed seeds 0 or 4 and broke another. So this test runs seeds 1
-    # and 3: it checks that MADDPG learns (it fails with learning disabled), not that it
-    # learns on every seed; docs/basic/off_policy_on_cpu.md says so too.
-    "maddpg": Case(STABLE_ACTOR_CRITIC, 90_000, 0.25, seeds=(1, 3)),  # 0.693, 0.611
+    # MADDPG does not learn on every seed at this budget: its test below trains five
+    # consecutive seeds and asserts on their median (MADDPG_SEEDS).
+    "maddpg": Case(STABLE_ACTOR_CRITIC, 90_000, 0.15, seeds=(0, 1, 2, 3, 4)),
     "iddpg": Case(ACTOR_CRITIC, 60_000, 0.3),  # 0.673, 0.753
     "masac": Case(SOFT_ACTOR_CRITIC, 60_000, 0.25),  # 0.667, 0.427
     "isac": Case(SOFT_ACTOR_CRITIC, 60_000, 0.3),  # 0.864, 0.998
@@ -147,13 +143,36 @@ def _train_and_compare(name: str, case: Case, seed: int) -> BaselineComparison:
 
 
 @pytest.mark.parametrize(
-    ("name", "seed"), [(name, seed) for name, case in CASES.items() for seed in case.seeds]
+    ("name", "seed"),
+    [(name, seed) for name, case in CASES.items() if name != "maddpg" for seed in case.seeds],
 )
 def test_marl_algorithm_beats_random_and_noop_on_navigation(name, seed):
     case = CASES[name]
     comparison = _train_and_compare(name, case, seed)
     assert comparison.episodes >= 20
     assert comparison.margin > case.margin, f"{name} seed {seed}: {comparison}"
+
+
+def test_maddpg_beats_random_and_noop_on_the_median_of_consecutive_seeds():
+    """MADDPG over seeds 0-4, asserted on the median margin, not on chosen seeds.
+
+    At this budget MADDPG does not learn on every seed: seeds 0-4 ended at 0.354,
+    0.695, 0.325, 0.777 and -4.431 (median 0.354; commit 2619eaf gives the same
+    figures on the same machine). A failing seed's deterministic policy drives the
+    agents away, where the centralized critic extrapolates. That is the algorithm's,
+    not this implementation's (measured when issue 32 was filed, on another machine):
+    an independent TorchRL 0.14 MADDPG on the same workload cleared the old per-seed
+    margin (0.25) on 6 of 10 seeds where marl cleared it on 5 of 10 (medians 0.283 and
+    0.280), and the two agreed on the losses and gradients to 1e-7 on the same weights
+    and batch (the DDPG loss itself is checked against TorchRL's by
+    ``benchmarks/crosscheck/check_det.py``). The median must clear 0.15; with learning
+    disabled (``--disable-learning``) the margins were -0.580 to +0.012, median -0.051.
+    """
+    case = CASES["maddpg"]
+    results = [_train_and_compare("maddpg", case, seed) for seed in case.seeds]
+    margins = sorted(r.margin for r in results)
+    median = margins[len(margins) // 2]
+    assert median > case.margin, f"maddpg seeds {case.seeds}: margins {margins}"
 
 
 # ----------------------------------------------------------------------------- simple_tag
