@@ -394,11 +394,9 @@ class Experiment:
         description = self.describe()
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
         self._status("running")
+        guard = InterruptGuard(self.config.stop_timeout_s)
         try:
-            with (
-                StatusOnExit(self._status, self._frames, self.folder),
-                InterruptGuard(self.config.stop_timeout_s) as guard,
-            ):
+            with StatusOnExit(self._status, self._frames, self.folder), guard:
                 return self._train(restore, guard, description)
         finally:
             for collector in self._collectors:
