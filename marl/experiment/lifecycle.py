@@ -116,7 +116,8 @@ class InterruptGuard:
         self.expired = False
         self._previous: dict[int, Any] = {}
         self._timer: threading.Timer | None = None
-        self._lock = threading.Lock()
+        # reentrant: a signal's handler can run in the main thread while it holds the lock
+        self._lock = threading.RLock()
         self._armed = False
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
