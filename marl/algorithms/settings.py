@@ -150,6 +150,14 @@ class NetworkSettings:
         """The :class:`NetworkSpec` of these settings."""
         return NetworkSpec(self.network, self.gnn_radius, tuple(self.gnn_position))
 
+    def _body(self, cells: tuple[int, ...], activation: str, share_params: bool) -> Body:
+        return Body(
+            cells=cells,
+            activation=activation,
+            share_params=share_params,
+            network=self.network_spec(),
+        )
+
 
 @dataclass
 class ActorCriticNetworks(NetworkSettings):
@@ -171,25 +179,17 @@ class ActorCriticNetworks(NetworkSettings):
 
     def actor_body(self) -> Body:
         """The actor's network arguments."""
-        return Body(
-            cells=self.actor_cells,
-            activation=self.activation,
-            share_params=self.share_policy_params,
-            network=self.network_spec(),
-        )
+        return self._body(self.actor_cells, self.activation, self.share_policy_params)
 
     def critic_body(self) -> Body:
         """The critic's network arguments. A recurrent actor keeps an MLP critic: the
         values are computed on the whole batch after collection (GAE), so a recurrent
         critic would need its own state stored at every step; the actor's memory is what
         acting under partial observability needs. Any other body is the critic's too."""
-        spec = self.network_spec()
-        return Body(
-            cells=self.critic_cells,
-            activation=self.activation,
-            share_params=self.share_critic_params,
-            network=NetworkSpec() if spec.name in RECURRENT_BODIES else spec,
-        )
+        body = self._body(self.critic_cells, self.activation, self.share_critic_params)
+        if body["network"].name in RECURRENT_BODIES:
+            body["network"] = NetworkSpec()
+        return body
 
 
 @dataclass
@@ -223,12 +223,7 @@ class QNetworks(NetworkSettings):
 
     def q_body(self) -> Body:
         """The Q-network's arguments (its non-recurrent body)."""
-        return Body(
-            cells=self.cells,
-            activation=self.activation,
-            share_params=self.share_policy_params,
-            network=self.network_spec(),
-        )
+        return self._body(self.cells, self.activation, self.share_policy_params)
 
 
 # ------------------------------------------------------------------------- on-policy

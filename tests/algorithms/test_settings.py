@@ -6,7 +6,7 @@ import inspect
 import pytest
 
 import marl.objectives as objectives
-from marl.algorithms import get_algorithm, list_algorithms
+from marl.algorithms import get_algorithm, list_algorithms, settings
 from marl.algorithms.settings import NetworkSettings
 from marl.experiment._conf import field_docs
 from marl.experiment.config import ModelConfig
@@ -82,3 +82,21 @@ def test_losses_keep_no_hyperparameter_defaults_of_their_own(loss):
     }
     assert defaults <= STRUCTURAL | {"critic"}, defaults - STRUCTURAL
     assert not (set(params) & settings_fields), set(params) & settings_fields
+
+
+# A dataclass runs only the first __post_init__ of its MRO: a config that composes two
+# settings classes with checks would silently skip one. Each check must fire in every
+# config that composes its class.
+SETTINGS_CHECKS = [
+    (settings.CentralCritic, {"critic_scope": "bogus"}, "critic_scope must be one of"),
+    (settings.EpsilonGreedy, {"eps_init": 0.1, "eps_end": 0.5}, "eps_end <= eps_init"),
+]
+
+
+@pytest.mark.parametrize("name", list_algorithms())
+def test_every_settings_check_runs_in_every_config_that_composes_it(name):
+    config_cls = get_algorithm(name).config_cls
+    for owner, bad, message in SETTINGS_CHECKS:
+        if issubclass(config_cls, owner):
+            with pytest.raises(ValueError, match=message):
+                config_cls(**bad)
