@@ -8,17 +8,19 @@ the experiment runner's absolute metric and the baselines' comparisons use;
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from tensordict import TensorDictBase
 
 from marl.envs.common import EnvBase
 from marl.envs.episodes import play_episodes
+from marl.specs import NestedKey
 
 __all__ = [
     "EvalEpisodes",
     "Logs",
+    "episode_outcomes",
     "evaluate",
     "evaluate_episodes",
     "put_log",
@@ -60,19 +62,46 @@ class EvalEpisodes:
         returns: each episode's return (mean over groups of the agent-mean return).
         group_returns: ``{group: [return per episode]}`` for grouped rewards.
         lengths: each episode's length in env steps.
+        metrics: ``{name: [outcome per episode]}`` for the env's
+            :attr:`~marl.envs.EnvBase.episode_metrics` (a win rate's 0/1 wins).
     """
 
     returns: list[float]
     group_returns: dict[str, list[float]]
     lengths: list[int]
+    metrics: dict[str, list[float]] = field(default_factory=dict)
 
     def logs(self) -> Logs:
-        """``eval/episode_reward``, ``eval/<group>/episode_reward``, ``eval/episode_length``."""
+        """``eval/episode_reward``, ``eval/<group>/episode_reward``, ``eval/episode_length``
+        and ``eval/<metric>`` for each episode metric."""
         logs: Logs = {"eval/episode_reward": sum(self.returns) / len(self.returns)}
         for group, values in self.group_returns.items():
             logs[f"eval/{group}/episode_reward"] = sum(values) / len(values)
         logs["eval/episode_length"] = sum(self.lengths) / len(self.lengths)
+        for name, values in self.metrics.items():
+            logs[f"eval/{name}"] = sum(values) / len(values)
         return logs
+
+
+def episode_outcomes(env: EnvBase, td: TensorDictBase) -> dict[str, torch.Tensor]:
+    """Each of ``env.episode_metrics`` read from a transition's ``"next"``, ``[*B]`` floats.
+
+    Its value counts at the steps where an episode ended.
+
+    Examples:
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> env = MultiAgentFakeEnv(num_envs=2)
+        >>> episode_outcomes(env, env.rollout(2))
+        {}
+    """
+    return {
+        name: td.get(("next", *_key(key))).float().reshape(td.batch_size)
+        for name, key in env.episode_metrics.items()
+    }
+
+
+def _key(key: NestedKey) -> tuple[str, ...]:
+    return (key,) if isinstance(key, str) else tuple(key)
 
 
 @torch.no_grad()
@@ -118,10 +147,16 @@ def evaluate_episodes(
     prefixes = reward_prefixes(env)
     n = max(1, env.batch_size.numel())
 
-    def group_rewards(td: TensorDictBase) -> torch.Tensor:  # [groups, n]: agent means
-        return torch.stack(
-            [td.get(("next", *p, "reward")).float().reshape(n, -1).mean(-1) for p in prefixes]
-        )
+    metric_names = list(env.episode_metrics)
+
+    def group_rewards(td: TensorDictBase) -> torch.Tensor:  # [groups + metrics, n]
+        rows = [td.get(("next", *p, "reward")).float().reshape(n, -1).mean(-1) for p in prefixes]
+        if metric_names:
+            # an outcome counts at the episode's last step only: zero elsewhere, so the
+            # episode's sum is its value at the end
+            done = td.get(("next", "done")).reshape(n).float()
+            rows += [v.reshape(n) * done for v in episode_outcomes(env, td).values()]
+        return torch.stack(rows)
 
     played = play_episodes(
         env, policy, episodes, group_rewards, max_steps=max_steps, deterministic=deterministic
@@ -133,10 +168,14 @@ def evaluate_episodes(
         for i, prefix in enumerate(prefixes)
         if prefix
     }
+    k = len(prefixes)
     return EvalEpisodes(
-        returns=[float(r.mean()) for r in played.values],
+        returns=[float(r[:k].mean()) for r in played.values],
         group_returns=group_returns,
         lengths=list(played.lengths),
+        metrics={
+            name: [float(r[k + i]) for r in played.values] for i, name in enumerate(metric_names)
+        },
     )
 
 

@@ -23,6 +23,7 @@ from marl.algorithms.base import Algorithm
 from marl.algorithms.evaluation import (
     EvalEpisodes,
     Logs,
+    episode_outcomes,
     evaluate,
     evaluate_episodes,
     put_log,
@@ -259,6 +260,8 @@ class Trainer:
                 put_log(logs, "train", prefix, "episode_reward", value)
         if values:
             logs["train/episode_reward"] = sum(values) / len(values)
+        for name, outcome in episode_outcomes(self.env, batch).items():
+            logs[f"train/{name}"] = float(outcome[done].mean())
 
     def _eval_due(self) -> bool:
         if self.eval_env is None:

@@ -172,6 +172,7 @@ class _BatchedEnv(EnvBase):
             group_map=meta.group_map,
         )
         n = self.num_workers
+        self.episode_metrics = meta.episode_metrics  # the copies report the same outcomes
         self.observation_spec = meta.observation_spec.expand(n, *meta.observation_spec.shape)
         self.action_spec = meta.action_spec.expand(n, *meta.action_spec.shape)
         self.reward_spec = meta.reward_spec.expand(n, *meta.reward_spec.shape)

@@ -17,7 +17,8 @@ so a VMAS step syncs on CUDA whatever the wrapper does.)
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 from typing import Any
 
 import torch
@@ -124,11 +125,20 @@ class EnvBase:
             ``truncated`` at the root and under every group of ``done_spec``,
             so the base class skips looking for missing ones (a step's worth
             of lookups). ``False`` (the default): missing flags are filled in.
+        episode_metrics: ``{name: key}``, the per-episode outcomes the env reports
+            besides its return, e.g. ``{"win_rate": ("info", "battle_won")}``:
+            ``key`` is a root ``[*B, 1]`` entry of ``observation_spec`` whose value at
+            the step an episode ends is that episode's outcome (read under
+            ``"next"``). Training logs its mean over the episodes that ended as
+            ``train/<name>``, evaluation as ``eval/<name>``, and ``results.json``
+            holds it per episode, so ``marl-report`` can rank by it (``metric=<name>``).
+            Empty by default.
     """
 
     check_actions: bool = False
     partial_resets_on_device: bool = False
     complete_done_flags: bool = False
+    episode_metrics: Mapping[str, NestedKey] = MappingProxyType({})
 
     def __init__(
         self,
@@ -500,7 +510,11 @@ def _merge_partial(
     Entries only ``old`` holds are kept. No host read: ``torch.where`` only.
     """
     flat_mask = mask.reshape(mask.shape[:n_batch])
-    out = old.exclude("_reset")
+    # copy(): new nested TensorDicts over the same tensors. ``exclude`` alone would share
+    # the sub-TensorDicts it does not touch (an ``"info"`` entry, a group without a
+    # reward) with ``old``, which shares them with the transition's ``"next"``: the
+    # ``set`` below would then put the reset's values into the transition just collected.
+    out = old.exclude("_reset").copy()
     if n_batch == 0 and flat_mask.device.type == "cpu" and bool(flat_mask):
         # one env (on the host), reset: every entry of new wins, as the where below
         # would give, without its copies

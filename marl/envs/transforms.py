@@ -13,7 +13,7 @@ to read the reward spec, or to roll out for statistics).
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -22,7 +22,7 @@ from tensordict import TensorDictBase
 from torch import nn
 
 from marl.envs.common import EnvBase
-from marl.specs import Composite
+from marl.specs import Composite, NestedKey
 
 __all__ = ["Compose", "EnvSpecs", "Transform", "TransformedEnv"]
 
@@ -365,6 +365,11 @@ class TransformedEnv(EnvBase):
         if self._owned:
             self.base_env.close()
         self.is_closed = True
+
+    @property
+    def episode_metrics(self) -> Mapping[str, NestedKey]:  # type: ignore[override]
+        """The base env's (transforms keep its root entries)."""
+        return self.base_env.episode_metrics
 
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes TransformedEnv lacks: forward to the base

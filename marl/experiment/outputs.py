@@ -119,6 +119,7 @@ class RunOutputs:
             ev.returns,
             group_returns=ev.group_returns or None,
             elapsed_time=self.elapsed(),
+            **ev.metrics,
         )
         self.best_policy.observe(algorithm, trainer.frames, ev.returns)
         self.results.write(self.folder / "results.json")
@@ -157,7 +158,9 @@ class RunOutputs:
             return
         start = time.time()
         ev = best.evaluate(trainer)
-        self.results.set_absolute_metrics(ev.returns, ev.group_returns, step_count=best.frames)
+        self.results.set_absolute_metrics(
+            ev.returns, ev.group_returns, step_count=best.frames, **ev.metrics
+        )
         self.results.write(self.folder / "results.json")
         log.info(
             "absolute metric: mean return %.4g over %d episodes of the best evaluation's policy "

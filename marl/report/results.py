@@ -153,6 +153,7 @@ class RunResults:
         returns: Sequence[float] | Any,
         group_returns: Mapping[str, Sequence[float] | Any] | None = None,
         step_count: int | None = None,
+        **metrics: Sequence[float] | Any,
     ) -> None:
         """Set marl-eval's absolute metric (written as ``"absolute_metrics"``).
 
@@ -166,6 +167,7 @@ class RunResults:
             group_returns: group name -> per-episode returns of that group.
             step_count: the frames of the evaluation the policy comes from, written as
                 ``"step_count"`` (readers leave it out of the metrics).
+            **metrics: extra per-episode metrics, e.g. ``win_rate=[1.0, 0.0]``.
 
         Raises:
             ResultsFormatError: on an empty list, a non-finite value or a bad step count.
@@ -191,6 +193,8 @@ class RunResults:
         absolute[RETURN_KEY] = finite_numbers(returns, f"{where}/{RETURN_KEY}")
         for group, values in (group_returns or {}).items():
             absolute[f"{group}/{RETURN_KEY}"] = finite_numbers(values, f"{where}/{group}/return")
+        for name, values in metrics.items():
+            absolute[name] = finite_numbers(values, f"{where}/{name}")
         self._absolute = absolute
 
     def truncate(self, max_step_count: int) -> None:
