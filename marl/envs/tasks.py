@@ -6,8 +6,9 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 - ``description``: one line;
 - ``family``: ``vmas``, ``pettingzoo``, ``gymnasium``, ``lbforaging``,
   ``rware``, ``mamujoco``, ``magent2``, ``meltingpot``, ``overcooked`` (the wrapper
-  to use), or
-  ``marl`` for marl's own tasks (``env: {builtin: recall, ...}``);
+  to use); ``smax``, ``lbforaging_torch``, ``rware_torch`` for marl's batched torch
+  envs (:mod:`marl.envs.native`); or ``marl`` for marl's own test tasks
+  (``env: {builtin: recall, ...}``). :mod:`marl.envs.families` knows each;
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
@@ -26,7 +27,6 @@ are read from the repository's top-level ``tasks/`` folder.
 from __future__ import annotations
 
 import difflib
-import importlib.util
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -34,6 +34,13 @@ from typing import Any
 from marl._resources import data_folder
 from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
 from marl.envs.common import EnvBase
+from marl.envs.families import (
+    accepted_args,
+    build_env,
+    env_available,
+    family_names,
+    unknown_args,
+)
 from marl.envs.transforms import Transform, TransformedEnv
 
 __all__ = [
@@ -44,173 +51,6 @@ __all__ = [
     "make_task",
     "task_available",
 ]
-
-_FAMILY_PACKAGES = {
-    "vmas": "vmas",
-    "pettingzoo": "pettingzoo",
-    "gymnasium": "gymnasium",
-    "lbforaging": "lbforaging",
-    "rware": "rware",
-    "mamujoco": "gymnasium_robotics",
-    "magent2": "magent2",
-    "meltingpot": "meltingpot",
-    "overcooked": "overcooked_ai_py",
-    "marl": "marl",
-}
-# marl's own (batched) tasks: the ``builtin`` entry of their ``env`` section -> (module, class).
-_BUILTIN_TASKS = {"recall": ("marl.envs.memory", "RecallEnv")}
-# The Gymnasium-registered families with tuple spaces over agents: (module, class).
-_TUPLE_FAMILIES = {
-    "lbforaging": ("marl.envs.libs.lbforaging", "LBForagingEnv"),
-    "rware": ("marl.envs.libs.rware", "RwareEnv"),
-}
-# Families built by a factory over an unbatched wrapper: (module, callable).
-_FACTORY_FAMILIES = {
-    "mamujoco": ("marl.envs.libs.mamujoco", "MaMuJoCoEnv"),
-    "magent2": ("marl.envs.libs.magent2", "magent2_env"),
-    "meltingpot": ("marl.envs.libs.meltingpot", "meltingpot_env"),
-    "overcooked": ("marl.envs.libs.overcooked", "OvercookedEnv"),
-}
-_TUPLE_ARGS = {
-    "env_id",
-    "group_map",
-    "seed",
-    "categorical_actions",
-    "device",
-    "keep_float64",
-}
-_WRAPPER_ARGS = {
-    "marl": {"builtin", "num_envs", "seed", "device", "group_map", "n_agents", "n_cues", "delay"},
-    "vmas": {
-        "num_envs",
-        "device",
-        "continuous_actions",
-        "max_steps",
-        "seed",
-        "group_map",
-        "categorical_actions",
-        "loop_reset_threshold",
-        "scenario",
-        "keep_float64",
-    },
-    "pettingzoo": {
-        "task",
-        "parallel",
-        "group_map",
-        "use_mask",
-        "return_state",
-        "seed",
-        "done_on_any",
-        "categorical_actions",
-        "device",
-        "render_mode",
-        "keep_float64",
-    },
-    "gymnasium": {
-        "env_id",
-        "num_envs",
-        "seed",
-        "categorical_action_encoding",
-        "vectorization_mode",
-        "device",
-        "render_mode",
-        "keep_float64",
-    },
-    "lbforaging": _TUPLE_ARGS
-    | {
-        "max_episode_steps",
-        "sight",
-        "force_coop",
-        "penalty",
-        "normalize_reward",
-        "observe_agent_levels",
-        "grid_observation",
-        "players",
-        "field_size",
-        "max_num_food",
-        "min_player_level",
-        "max_player_level",
-        "min_food_level",
-        "max_food_level",
-        "render_mode",
-    },
-    "rware": _TUPLE_ARGS
-    | {
-        "reward_type",
-        "max_steps",
-        "max_inactivity_steps",
-        "sensor_range",
-        "request_queue_size",
-        "n_agents",
-        "msg_bits",
-        "column_height",
-        "shelf_rows",
-        "shelf_columns",
-        "normalised_coordinates",
-        "render_mode",
-    },
-    "mamujoco": {
-        "scenario",
-        "agent_conf",
-        "agent_obsk",
-        "group_map",
-        "return_state",
-        "seed",
-        "device",
-        "keep_float64",
-        "max_episode_steps",
-        "render_mode",
-        "ctrl_cost_weight",
-        "forward_reward_weight",
-        "reset_noise_scale",
-        "healthy_reward",
-        "terminate_when_unhealthy",
-    },
-    "magent2": {
-        "task",
-        "group_map",
-        "use_mask",
-        "return_state",
-        "seed",
-        "categorical_actions",
-        "device",
-        "render_mode",
-        "map_size",
-        "max_cycles",
-        "minimap_mode",
-        "extra_features",
-        # the reward terms of the tasks (each task accepts its own)
-        "step_reward",
-        "dead_penalty",
-        "attack_penalty",
-        "attack_opponent_reward",
-        "attack_food_reward",
-        "tag_penalty",
-        "tiger_step_recover",
-        "deer_attacked",
-    },
-    "meltingpot": {
-        "substrate",
-        "roles",
-        "max_steps",
-        "group_map",
-        "return_state",
-        "seed",
-        "categorical_actions",
-        "device",
-        "render_mode",
-    },
-    "overcooked": {
-        "layout",
-        "horizon",
-        "reward_shaping",
-        "group_map",
-        "seed",
-        "categorical_actions",
-        "device",
-    },
-}
-
 
 _GROUP_MAP_CONSTRUCTORS = ("all_in_one", "by_prefix", "one_per_agent")
 _TASK_KEYS = ("description", "env", "family", "group_map", "transforms")
@@ -244,8 +84,8 @@ def _validate_task_config(config: Any, source: Any) -> None:
         raise ValueError(f"task file {source} must be a mapping, got {config!r:.200}")
     problems = [_unknown("key", k, _TASK_KEYS) for k in config if k not in _TASK_KEYS]
     family = config.get("family")
-    if family not in _FAMILY_PACKAGES:
-        problems.append(f"'family' must be one of {sorted(_FAMILY_PACKAGES)}, got {family!r}")
+    if family not in family_names():
+        problems.append(f"'family' must be one of {family_names()}, got {family!r}")
     if "description" in config and not isinstance(config["description"], str):
         problems.append(f"'description' must be a string, got {config['description']!r}")
     if config.get("env") is not None and not isinstance(config["env"], dict):
@@ -369,46 +209,7 @@ def load_task_config(name: str) -> dict[str, Any]:
 def task_available(name: str) -> bool:
     """Whether the packages a task needs are installed (and hold the task)."""
     config = load_task_config(name)
-    family = config["family"]
-    if importlib.util.find_spec(_FAMILY_PACKAGES[family]) is None:
-        return False
-    if family == "mamujoco" and importlib.util.find_spec("mujoco") is None:
-        return False
-    if family == "pettingzoo":
-        from marl.envs.libs.pettingzoo import find_task
-
-        try:
-            find_task(config["env"]["task"])
-        except (ImportError, ValueError):
-            return False
-    if family == "meltingpot" and importlib.util.find_spec("dmlab2d") is None:
-        return False
-    if family == "magent2":
-        task = config["env"]["task"]
-        try:
-            return importlib.util.find_spec(f"magent2.environments.{task}") is not None
-        except ImportError:
-            return False
-    if family in _TUPLE_FAMILIES:
-        import gymnasium
-
-        importlib.import_module(_FAMILY_PACKAGES[family])  # registers its ids
-        try:
-            gymnasium.spec(config["env"]["env_id"])
-        except gymnasium.error.Error:
-            return False
-    if family == "gymnasium":
-        import gymnasium
-
-        env_id = config["env"]["env_id"]
-        try:
-            spec = gymnasium.spec(env_id)
-            entry = spec.entry_point
-            if isinstance(entry, str):
-                importlib.import_module(entry.split(":")[0])
-        except Exception:  # missing optional simulator (box2d, mujoco) or unknown id
-            return False
-    return True
+    return env_available(config["family"], config["env"])
 
 
 def install_hints() -> dict[str, tuple[list[str], str]]:
@@ -444,8 +245,8 @@ def make_task(
 
     Args:
         name: a catalogue name such as ``"vmas/navigation"`` (see :func:`list_tasks`).
-        num_envs: env batch size. VMAS and Gymnasium vectorize natively (VMAS
-            defaults to 1, Gymnasium to a single unbatched env); PettingZoo,
+        num_envs: env batch size. VMAS, marl's native envs and Gymnasium vectorize
+            natively (VMAS defaults to 1, the others to a single unbatched env); PettingZoo,
             LBF, RWARE, MaMuJoCo, MAgent2 and Overcooked tasks are unbatched by default and stacked in a
             ``SerialEnv`` when ``num_envs`` is given.
         seed: optional seed.
@@ -478,25 +279,21 @@ def make_task(
     group_map = config.get("group_map")
     if "group_map" in overrides:
         group_map = overrides.pop("group_map")
-    known = set(kwargs) | _WRAPPER_ARGS[family]
-    if family != "vmas":  # VMAS checks its scenario arguments itself
-        unknown = sorted(set(overrides) - known)
-        if unknown and family == "gymnasium":
-            unknown = [k for k in unknown if not _gym_accepts(kwargs["env_id"], k)]
-        if unknown:
-            raise ValueError(
-                f"unknown override(s) {unknown} for task {name!r}; accepted: {sorted(known)}"
-            )
+    unknown = unknown_args(family, kwargs, overrides)  # VMAS checks its scenario's itself
+    if unknown:
+        known = sorted(set(kwargs) | (accepted_args(family, kwargs) or set()))
+        raise ValueError(f"unknown override(s) {unknown} for task {name!r}; accepted: {known}")
     kwargs.update(overrides)
     if device is not None:
         kwargs["device"] = device
     transforms = config.get("transforms") or {}
     try:
-        env = _build(family, kwargs, group_map, num_envs, seed)
+        env = build_env(family, kwargs, group_map, num_envs, seed)
     except TypeError as err:
         if "unexpected keyword argument" in str(err):
+            known = sorted(set(config["env"]) | (accepted_args(family, config["env"]) or set()))
             raise ValueError(
-                f"unknown override for task {name!r}: {err}; accepted: {sorted(known)}"
+                f"unknown override for task {name!r}: {err}; accepted: {known}"
             ) from err
         raise
     extra: list[Transform] = []
@@ -508,55 +305,3 @@ def make_task(
     out = TransformedEnv(env, extra)
     out.check_actions = check_actions
     return out
-
-
-def _gym_accepts(env_id: str, key: str) -> bool:
-    import inspect
-
-    import gymnasium
-    from gymnasium.envs.registration import load_env_creator
-
-    spec = gymnasium.spec(env_id)
-    if key in spec.kwargs or key in ("render_mode", "max_episode_steps", "disable_env_checker"):
-        return True
-    creator = spec.entry_point
-    if isinstance(creator, str):
-        creator = load_env_creator(creator)
-    params = inspect.signature(creator).parameters
-    return key in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
-
-
-def _build(
-    family: str, kwargs: dict[str, Any], group_map: Any, num_envs: int | None, seed: int | None
-) -> EnvBase:
-    if family == "vmas":
-        from marl.envs.libs.vmas import VmasEnv
-
-        scenario = kwargs.pop("scenario")
-        return VmasEnv(scenario, num_envs=num_envs or 1, seed=seed, group_map=group_map, **kwargs)
-    if family == "marl":
-        name = kwargs.pop("builtin", None)
-        if name not in _BUILTIN_TASKS:
-            raise ValueError(
-                f"a marl task's env needs builtin: one of {sorted(_BUILTIN_TASKS)}, got {name!r}"
-            )
-        module, cls = _BUILTIN_TASKS[name]
-        env_cls = getattr(importlib.import_module(module), cls)
-        return env_cls(num_envs=num_envs, seed=seed, group_map=group_map, **kwargs)
-    if family == "pettingzoo" or family in _TUPLE_FAMILIES or family in _FACTORY_FAMILIES:
-        if family == "pettingzoo":
-            from marl.envs.libs.pettingzoo import PettingZooEnv as wrapper
-        else:
-            module, cls = (_TUPLE_FAMILIES | _FACTORY_FAMILIES)[family]
-            wrapper = getattr(importlib.import_module(module), cls)
-        if num_envs is None:
-            return wrapper(seed=seed, group_map=group_map, **kwargs)
-        from marl.envs.batched import SerialEnv
-
-        env = SerialEnv(num_envs, wrapper, dict(group_map=group_map, **kwargs))
-        if seed is not None:
-            env.set_seed(seed)
-        return env
-    from marl.envs.libs.gymnasium import GymnasiumEnv
-
-    return GymnasiumEnv(num_envs=num_envs, seed=seed, **kwargs)

@@ -18,6 +18,7 @@ from marl.algorithms.spec import AlgorithmConfig
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, make_task
 from marl.envs.common import EnvBase
+from marl.envs.families import batched_family
 from marl.experiment.config import ExperimentConfig, ModelConfig
 
 __all__ = [
@@ -64,8 +65,7 @@ def default_num_envs(
     if config.num_envs is not None:
         return config.num_envs
     n = 60 if on_policy else 10
-    family = task_name.split("/")[0]
-    return n if family == "vmas" or not catalogue else min(n, 8)
+    return n if batched_family(task_name.split("/")[0]) or not catalogue else min(n, 8)
 
 
 def build_algorithm(
@@ -164,7 +164,7 @@ def make_task_env(
         return env
     overrides = dict(task_overrides)
     family = task_name.split("/")[0]
-    if render and family != "vmas":
+    if render and not batched_family(family):  # a batched env renders from its batch
         overrides["render_mode"] = "rgb_array"
         num_envs = None
     return make_task(
