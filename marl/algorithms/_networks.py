@@ -147,14 +147,18 @@ def image_layout(shape: Sequence[int]) -> bool:
     return abs(last - middle) > abs(first - middle)
 
 
-def _image_slice(info: GroupInfo) -> tuple[tuple[int, ...], tuple[int, int]]:
-    """The group's image observation: its per-agent shape and its features in the
-    concatenated observation (the builders concatenate the leaves in spec order)."""
+def _image_slice(info: GroupInfo) -> tuple[tuple[int, ...], tuple[int, int], float]:
+    """The group's image observation: its per-agent shape, its features in the
+    concatenated observation (the builders concatenate the leaves in spec order) and the
+    scale that brings its values to [0, 1] (``1 / 255`` for ``uint8`` pixels, else 1)."""
     start = 0
-    for shape in observation_shapes(info).values():
+    spec = info.observation_spec
+    for name, shape in observation_shapes(info).items():
         size = math.prod(shape)
         if len(shape) == 3:
-            return shape, (start, start + size)
+            leaf = spec[tuple(name.split("/"))] if isinstance(spec, Composite) else spec
+            scale = 1 / 255 if leaf.dtype == torch.uint8 else 1.0
+            return shape, (start, start + size), scale
         start += size
     raise ValueError(f"group {info.label!r} has no image observation for a cnn")
 
@@ -266,7 +270,7 @@ def make_network(
     # that Melting Pot's 88x88 frames give 7,056 features, not 112,896; images under 5
     # cells a side (Overcooked's 5x4 cramped_room), which two unpadded convs would use
     # up, are padded 1 and keep their size
-    shape, image = _image_slice(info)
+    shape, image, scale = _image_slice(info)
     last = image_layout(shape)
     hw = shape[:2] if last else shape[1:]
     body = MultiAgentCNN(
@@ -275,6 +279,7 @@ def make_network(
         1 if root else info.n_agents,
         image_shape=shape,
         image=image,
+        image_scale=scale,
         channels_last=last,
         conv_cells=(16, 16),
         stride=2 if min(hw) >= 32 else 1,

@@ -12,7 +12,9 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
 - ``env``: the wrapper's arguments, with BenchMARL-like defaults;
 - ``group_map`` (optional): a constructor name or a dict of groups;
 - ``transforms`` (optional): ``step_counter: <max_steps>`` for envs that do not
-  truncate themselves, ``double_to_float: true`` for float64 observations the
+  truncate themselves, ``resize_images: {size: [H, W], grayscale: true}`` for pixel
+  tasks (:class:`~marl.envs.image_transforms.ResizeImages`), ``double_to_float: true``
+  for float64 observations the
   wrapper keeps (the wrappers already convert float64 to float32 by default).
 
 A file is checked against this schema when it is loaded: an unknown key, an
@@ -41,6 +43,7 @@ from marl.envs.families import (
     family_names,
     unknown_args,
 )
+from marl.envs.image_transforms import ResizeImages
 from marl.envs.transforms import Transform, TransformedEnv
 
 __all__ = [
@@ -64,6 +67,17 @@ def _positive_int(value: Any) -> bool:
 _TRANSFORMS: dict[str, tuple[Any, str]] = {
     "double_to_float": (lambda v: isinstance(v, bool), "true or false"),
     "step_counter": (_positive_int, "a positive int (the episode length)"),
+    "resize_images": (
+        lambda v: (
+            isinstance(v, dict)
+            and set(v) <= {"size", "grayscale"}
+            and isinstance(v.get("size"), list)
+            and len(v["size"]) == 2
+            and all(_positive_int(x) for x in v["size"])
+            and isinstance(v.get("grayscale", False), bool)
+        ),
+        "a mapping {size: [height, width], grayscale: true|false}",
+    ),
 }
 
 
@@ -297,6 +311,9 @@ def make_task(
             ) from err
         raise
     extra: list[Transform] = []
+    if transforms.get("resize_images"):
+        resize = transforms["resize_images"]
+        extra.append(ResizeImages(resize["size"], grayscale=resize.get("grayscale", False)))
     if transforms.get("double_to_float"):
         extra.append(DoubleToFloat())
     if transforms.get("step_counter"):

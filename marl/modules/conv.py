@@ -126,6 +126,8 @@ class MultiAgentCNN(nn.Module):
         n_agents: agents in the group.
         image_shape: the image's shape as stored (``[C, H, W]``, or ``[H, W, C]``).
         image: ``(start, stop)``: where the image's features are in the input.
+        image_scale: a factor on the image's values first (``1 / 255`` brings ``uint8``
+            pixels to [0, 1], where the default initialization expects inputs).
         channels_last: the image is stored ``[H, W, C]``.
         centralized: every agent's head sees every agent's image (a critic).
         share_params: one CNN and head for every agent.
@@ -154,6 +156,7 @@ class MultiAgentCNN(nn.Module):
         *,
         image_shape: Sequence[int],
         image: tuple[int, int],
+        image_scale: float = 1.0,
         channels_last: bool,
         centralized: bool,
         share_params: bool,
@@ -173,6 +176,7 @@ class MultiAgentCNN(nn.Module):
                 f"{image[1] - image[0]} features"
             )
         self.n_agents, self.image, self.channels_last = n_agents, image, channels_last
+        self.image_scale = float(image_scale)
         self.shape = shape
         channels, h, w = (shape[2], shape[0], shape[1]) if channels_last else shape
         out_h, out_w = h, w
@@ -211,6 +215,8 @@ class MultiAgentCNN(nn.Module):
         """``[*B, n_agents, F]`` to ``[*B, n_agents, out]``."""
         start, stop = self.image
         img = x[..., start:stop].reshape(*x.shape[:-1], *self.shape)
+        if self.image_scale != 1.0:
+            img = img * self.image_scale
         if self.channels_last:
             img = img.movedim(-1, -3)
         feats = self.conv(img)

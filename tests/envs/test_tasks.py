@@ -247,7 +247,7 @@ GOOD = "description: d\nfamily: vmas\nenv:\n  scenario: navigation\n  max_steps:
         ("transfroms:\n  step_counter: 10\n", r"unknown key 'transfroms'.*closest: 'transforms'"),
         (
             "transforms:\n  step_countr: 10\n",
-            r"unknown transform 'step_countr'.*valid: \['double_to_float', 'step_counter'\]"
+            r"unknown transform 'step_countr'.*valid: \['double_to_float', 'resize_images', 'step_counter'\]"
             r".*closest: 'step_counter'",
         ),
         ("transforms:\n  step_counter: ten\n", r"transforms.step_counter.*positive int.*'ten'"),

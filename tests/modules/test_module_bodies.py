@@ -157,3 +157,24 @@ def test_cnn_refuses_an_image_too_small_for_its_convs():
             share_params=True,
             conv_cells=[4, 4],
         )
+
+
+def test_cnn_scales_uint8_pixels_to_unit_range():
+    from marl.modules.conv import MultiAgentCNN
+
+    kw = dict(
+        image_shape=(6, 6, 1),
+        image=(0, 36),
+        channels_last=True,
+        centralized=False,
+        share_params=True,
+        conv_cells=[4],
+        num_cells=[8],
+    )
+    torch.manual_seed(0)
+    scaled = MultiAgentCNN(36, 2, 3, image_scale=1 / 255, **kw)
+    plain = MultiAgentCNN(36, 2, 3, **kw)
+    plain.load_state_dict(scaled.state_dict())
+    pixels = torch.randint(0, 256, (5, 3, 36)).float()
+    assert torch.allclose(scaled(pixels), plain(pixels / 255), atol=1e-6)
+    assert not torch.allclose(scaled(pixels), plain(pixels), atol=1e-3)
