@@ -34,6 +34,9 @@ HERE = Path(__file__).resolve().parent
 FIGURES: dict[str, list[str]] = {
     "lbforaging_frame.png": ["lbforaging/8x8-2p-2f-coop"],
     "rware_frame.png": ["rware/tiny-4ag"],
+    "lbforaging_torch_frame.png": ["lbforaging_torch/8x8-2p-2f-coop"],
+    "rware_torch_frame.png": ["rware_torch/tiny-4ag"],
+    "smax_frames.png": ["smax/3m", "smax/2s3z", "smax/6h_vs_8z", "smax/smacv2_10_units"],
     "vmas_frames.png": ["vmas/navigation", "vmas/balance", "vmas/transport", "vmas/football"],
     "pettingzoo_frames.png": [
         "pettingzoo/simple_tag",
@@ -61,6 +64,7 @@ FIGURES: dict[str, list[str]] = {
 # random steps before the frame where 5 show too little (the armies have not met yet)
 STEPS = {
     "magent2/battle": 30,
+    **{f"smax/{n}": 15 for n in ("3m", "2s3z", "6h_vs_8z", "smacv2_10_units")},
     **{
         f"overcooked/{n}": 20
         for n in (
@@ -78,7 +82,7 @@ def frame(task: str):
     """An RGB frame of ``task`` after 5 (or ``STEPS[task]``) random steps from seed 0."""
     family = load_task_config(task)["family"]
     # VMAS renders any env on request; the others choose their render mode at build
-    own = ("vmas", "lbforaging", "rware", "overcooked")
+    own = ("vmas", "lbforaging", "rware", "overcooked", "lbforaging_torch", "rware_torch", "smax")
     overrides = {} if family in own else {"render_mode": "rgb_array"}
     env = make_task(task, seed=0, **overrides)
     try:

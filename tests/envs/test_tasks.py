@@ -39,6 +39,17 @@ EXPECTED = {
         "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
     ],
     "rware": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag", "mini-2ag"],
+    # marl's batched torch ports of the two packages above (marl.envs.native), task for task
+    "lbforaging_torch": [
+        "5x5-2p-1f", "8x8-2p-2f", "8x8-2p-2f-coop", "8x8-2p-2f-2s-coop", "10x10-3p-3f",
+        "10x10-3p-3f-2s", "15x15-3p-5f", "15x15-4p-3f", "15x15-4p-5f",
+    ],
+    "rware_torch": ["tiny-2ag", "tiny-4ag", "tiny-2ag-hard", "small-4ag", "medium-4ag", "mini-2ag"],
+    # JaxMARL 0.2.0's SMAX maps (SMAC's names) and its SMACv2-style random teams
+    "smax": [
+        "3m", "2s3z", "3s5z", "5m_vs_6m", "10m_vs_11m", "27m_vs_30m", "3s5z_vs_3s6z",
+        "3s_vs_5z", "6h_vs_8z", "smacv2_5_units", "smacv2_10_units", "smacv2_20_units",
+    ],
     "mamujoco": [
         "halfcheetah_2x3", "halfcheetah_6x1", "ant_2x4", "ant_4x2", "humanoid_9_8",
         "hopper_3x1", "walker2d_2x3", "swimmer_2x1",
@@ -102,12 +113,17 @@ def test_task_files_are_complete(name):
     assert config["family"] == name.split("/")[0]
     assert isinstance(config["description"], str) and "\n" not in config["description"].strip()
     assert isinstance(config["env"], dict) and config["env"]
-    if config["family"] in ("lbforaging", "rware"):  # agents agent_0..: one group "agents"
+    if config["family"] in (
+        "lbforaging",
+        "rware",
+        "lbforaging_torch",
+        "rware_torch",
+    ):  # agents agent_0..: one group "agents"
         assert config["group_map"] == "all_in_one"
     elif config["family"] == "mamujoco":  # grouped by shape by default (group_by_shape)
         assert "group_map" not in config
         assert config["env"]["max_episode_steps"] == 1000
-    elif config["family"] not in ("gymnasium", "marl"):  # marl's own: one group, "agent"
+    elif config["family"] not in ("gymnasium", "marl", "smax"):  # one group of their own
         assert config["group_map"] == "by_prefix"
     if config["family"] == "vmas":
         # BenchMARL's episode lengths: 500 for the passages and football, 200 for
@@ -205,7 +221,7 @@ def test_catalogue_ships_with_the_package(tmp_path):
         "from marl.envs import list_tasks, make_task\n"
         "from marl.envs.tasks import _catalogue_root\n"
         f"assert str(_catalogue_root()).startswith({str(target)!r})\n"
-        "assert len(list_tasks()) == 91\n"
+        f"assert len(list_tasks()) == {len(ALL)}\n"
         "env = make_task('gymnasium/cartpole', seed=0)\n"
         "assert env.rollout(3)['episode_reward'].shape == (3, 1)\n"
         # the installed copy composes marl-run's config, presets included
