@@ -82,6 +82,7 @@ class ProgressCallback(TrainerCallback):
         self._last_line = 0.0
         self._reward = math.nan
         self._eval = math.nan
+        self._eval_metrics: dict[str, float] = {}  # the env's episode metrics (a win rate)
         self._logged_frames = -1
 
     def _use_bar(self) -> bool:
@@ -104,6 +105,7 @@ class ProgressCallback(TrainerCallback):
         last = trainer.last_evaluation  # a resumed run's
         if last is not None and last.returns:
             self._eval = sum(last.returns) / len(last.returns)
+            self._eval_metrics = {k: sum(v) / len(v) for k, v in last.metrics.items() if v}
         self._start = self._last_line = time.perf_counter()
         self._start_frames = trainer.frames
         if self.bar and self._use_bar():
@@ -128,22 +130,35 @@ class ProgressCallback(TrainerCallback):
         pct = min(100.0, 100.0 * trainer.frames / trainer.total_frames)
         return (
             f"frames {trainer.frames}/{trainer.total_frames} ({pct:.0f}%) | {fps:,.0f} frames/s | "
-            f"reward {_number(self._reward)} | eval {_number(self._eval)} | "
+            f"reward {_number(self._reward)} | eval {_number(self._eval)}{self._metric_text()} | "
             f"elapsed {format_duration(elapsed)} | ETA {format_duration(left)}"
         )
 
-    def on_evaluation(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        """Keep the evaluation's return for the status (the untrained policy's at frame 0
-        too, which comes before any iteration)."""
+    def _metric_text(self) -> str:
+        """`` (win_rate 0.56)``: the last evaluation's episode metrics, if the env has any."""
+        if not self._eval_metrics:
+            return ""
+        return " (" + ", ".join(f"{k} {_number(v)}" for k, v in self._eval_metrics.items()) + ")"
+
+    def _keep_eval(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._eval = logs.get("eval/episode_reward", self._eval)
+        for name in trainer.env.episode_metrics:
+            if f"eval/{name}" in logs:
+                self._eval_metrics[name] = logs[f"eval/{name}"]
+
+    def on_evaluation(self, trainer: Trainer, logs: dict[str, float]) -> None:
+        """Keep the evaluation's return (and episode metrics) for the status (the
+        untrained policy's at frame 0 too, which comes before any iteration)."""
+        self._keep_eval(trainer, logs)
 
     def on_iteration_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
         """Advance the bar, or log a status line every ``log_interval_s``."""
         self._reward = logs.get("train/episode_reward", self._reward)
-        self._eval = logs.get("eval/episode_reward", self._eval)
+        self._keep_eval(trainer, logs)
         if self._bar is not None:
             self._bar.update(trainer.frames - self._bar.n)
-            self._bar.set_postfix(reward=_number(self._reward), eval=_number(self._eval))
+            extra = {k: _number(v) for k, v in self._eval_metrics.items()}
+            self._bar.set_postfix(reward=_number(self._reward), eval=_number(self._eval), **extra)
             return
         if self.log_interval_s is None:
             return

@@ -110,6 +110,8 @@ class BaselineComparison:
         noop: the no-op policy's mean return.
         episodes: episodes per policy.
         group_returns: ``{policy: {group: mean return}}`` for envs with groups.
+        metrics: ``{policy: {metric: mean}}`` for the env's episode metrics (a win rate:
+            see :attr:`~marl.envs.EnvBase.episode_metrics`).
     """
 
     trained: float
@@ -117,6 +119,7 @@ class BaselineComparison:
     noop: float
     episodes: int
     group_returns: dict[str, dict[str, float]] = field(default_factory=dict)
+    metrics: dict[str, dict[str, float]] = field(default_factory=dict)
 
     @property
     def best_baseline(self) -> float:
@@ -129,10 +132,17 @@ class BaselineComparison:
         return self.trained - self.best_baseline
 
     def __str__(self) -> str:
-        return (
+        text = (
             f"trained {self.trained:.3f} vs random {self.random:.3f}, no-op {self.noop:.3f} "
             f"({self.episodes} episodes each; margin {self.margin:+.3f})"
         )
+        for name in self.metrics.get("trained", {}):
+            values = ", ".join(
+                f"{policy} {self.metrics[policy][name]:.3f}"
+                for policy in ("trained", "random", "noop")
+            )
+            text += f"; {name}: {values}"
+        return text
 
 
 def _mean(values: list[float]) -> float:
@@ -237,4 +247,9 @@ def compare_with_baselines(
         noop=_mean(results["noop"].returns),
         episodes=len(results["trained"].returns),
         group_returns=groups,
+        metrics={
+            name: {m: _mean(v) for m, v in result.metrics.items()}
+            for name, result in results.items()
+            if result.metrics
+        },
     )

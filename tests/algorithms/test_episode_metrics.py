@@ -110,7 +110,7 @@ def test_evaluation_counts_each_outcome_at_its_episodes_end():
     assert wins.returns == [0.0] * 5  # the outcome is not mixed into the return
 
 
-def test_a_run_logs_and_keeps_the_win_rate(tmp_path):
+def test_a_run_logs_and_keeps_the_win_rate(tmp_path, caplog):
     config = dict(
         num_envs=4,
         frames_per_batch=48,
@@ -119,9 +119,10 @@ def test_a_run_logs_and_keeps_the_win_rate(tmp_path):
         evaluation_episodes=4,
         checkpoint_interval=0,
         render=False,
-        progress=False,
+        progress=True,  # the status line (logged: no terminal here) shows the win rate
         save_folder=str(tmp_path),
     )
+    caplog.set_level("INFO", logger="marl.experiment")
     Experiment(
         lambda num_envs, seed, device: GuessEnv(num_envs, seed),
         "mappo",
@@ -129,6 +130,8 @@ def test_a_run_logs_and_keeps_the_win_rate(tmp_path):
         task_name="fake/guess",
         config=config,
     ).run()
+    status = [r.getMessage() for r in caplog.records if "frames/s" in r.getMessage()]
+    assert status and "(win_rate " in status[-1], status
     scalars = read_scalars(tmp_path / "scalars.csv")
     for key in ("train/win_rate", "eval/win_rate"):
         values = [v for _, v in scalars[key]]
