@@ -105,9 +105,11 @@ class LBFEnv(EnvBase):
         normalize_reward: divide each reward by the sum of the levels loading the
             food and the episode's total food level (an episode sums to at most 1).
         penalty: subtracted from each player of a failed load.
-        min_player_level, max_player_level: an int or one per player.
-        min_food_level, max_food_level: an int or one per food; ``max_food_level``
-            ``None``: the sum of the three lowest player levels of the episode.
+        min_player_level: an int or one per player.
+        max_player_level: an int or one per player.
+        min_food_level: an int or one per food.
+        max_food_level: an int or one per food; ``None``: the sum of the three lowest
+            player levels of the episode.
         observe_agent_levels: players' entries with their level (3 values) or not (2).
         categorical_actions: actions as indices (True) or one-hot (False).
         device: device of the state and every tensor.
