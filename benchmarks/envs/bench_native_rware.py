@@ -64,6 +64,24 @@ def compare(num_envs: int, steps: int, reps: int, device: str = "cpu") -> dict:
     return {"native": statistics.median(nat), "wrapper": statistics.median(wrap), "steps": n}
 
 
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: each native batch size vs one wrapper env."""
+    steps, reps = (50, 3) if quick else (400, 5)
+    rows = []
+    for n in BATCHES:
+        r = compare(n, steps, reps)
+        rows.append(
+            {
+                "name": f"native RwareEnv {ENV_ID}, {n} env(s), step loop",
+                "value": r["native"],
+                "unit": "env-steps/s",
+                "baseline_name": "the rware wrapper, 1 env",
+                "baseline_value": r["wrapper"],
+            }
+        )
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--reps", type=int, default=5)

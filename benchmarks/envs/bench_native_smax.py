@@ -94,6 +94,20 @@ def _steps_for(num_envs: int, steps: int) -> int:
     return max(10, steps if num_envs == 1 else steps * 4 // max(num_envs // 16, 1))
 
 
+def run(quick: bool = False) -> list[dict]:
+    """Rows for ``python -m benchmarks.speed``: SmaxEnv's step rate on 3m (no baseline:
+    JaxMARL runs only in its own venv, ``main --jax``)."""
+    steps = 50 if quick else 300
+    return [
+        {
+            "name": f"SmaxEnv 3m, {n} env(s), step loop",
+            "value": native_rate("3m", n, _steps_for(n, steps)),
+            "unit": "env-steps/s",
+        }
+        for n in (1, 64, 1024)
+    ]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=300, help="steps with one env")
