@@ -29,7 +29,10 @@ RULES: dict[str, str] = {
     # a learning rate of 0 is allowed: it freezes a group (a fixed opponent, a baseline);
     # gnn_radius is checked where the network is built, with the group named
     **dict.fromkeys(("lr", "actor_lr", "critic_lr", "alpha_lr"), _NON_NEGATIVE),
-    **dict.fromkeys(("clip_epsilon", "alpha_init", "utd_ratio", "max_grad_norm"), _POSITIVE),
+    **dict.fromkeys(
+        ("clip_epsilon", "alpha_init", "utd_ratio", "max_grad_norm", "hypernet_init_scale"),
+        _POSITIVE,
+    ),
     **dict.fromkeys(
         ("gamma", "lmbda", "eps_init", "eps_end", "priority_alpha", "priority_beta", "tau"),
         _FRACTION,

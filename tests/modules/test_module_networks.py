@@ -188,3 +188,20 @@ def test_multiagent_mlp_cpu_row_chunks_match_one_pass(centralized, monkeypatch):
     torch.testing.assert_close(chunked, whole)
     for p, g in zip(net.parameters(), grads):
         torch.testing.assert_close(p.grad, g)
+
+
+def test_qmixer_init_scale_starts_q_tot_near_zero_on_a_raw_state():
+    # SMAX's world state holds raw positions in [0, 32]: PyTorch's initialization of the
+    # hypernetworks puts Q_tot at the state's scale, a small init_scale near 0
+    from marl.modules import QMixer
+
+    torch.manual_seed(0)
+    state = torch.rand(256, 72) * 32
+    qs = torch.zeros(256, 3)
+    default = QMixer(state_shape=(72,), mixing_embed_dim=32, n_agents=3)
+    small = QMixer(state_shape=(72,), mixing_embed_dim=32, n_agents=3, init_scale=0.01)
+    assert default(qs, state).abs().mean() > 5
+    assert small(qs, state).abs().mean() < 0.5
+    assert small(torch.ones(256, 3), state).abs().mean() < 0.5
+    with pytest.raises(ValueError, match="init_scale must be None or > 0"):
+        QMixer(state_shape=(72,), mixing_embed_dim=32, n_agents=3, init_scale=0.0)
