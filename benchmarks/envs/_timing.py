@@ -195,3 +195,110 @@ def print_table(cases: list[Case], steps: int, reps: int, target: float) -> None
                     f"raw {m['raw']:7.0f} env-steps/s | marl {m['wrapper']:7.0f} env-steps/s | "
                     f"{verdict(m['ratio'], target)}"
                 )
+
+
+# --------------------------------------------------------------- native vs package
+# The native-env benchmarks (bench_native_lbf.py, bench_native_rware.py): every side
+# (the package's own loop, marl's wrapper, the native env at several batch sizes)
+# timed in rounds, on each torch thread count, printed as a markdown table.
+
+
+@dataclass(frozen=True)
+class Side:
+    """One timed side of a native-env benchmark.
+
+    Attributes:
+        name: the side's name in the table (``"lbforaging package loop"``).
+        num_envs: envs it steps (one batch, or copies stepped one after another).
+        rate: ``(steps, seed) -> env-steps/s`` summed over the envs.
+        steps: steps per env in one repetition.
+    """
+
+    name: str
+    num_envs: int
+    rate: Rate
+    steps: int
+
+
+def set_threads(threads: int) -> None:
+    """Torch's intra-op threads, and ``OMP_NUM_THREADS`` for any process started after."""
+    import os
+
+    torch.set_num_threads(threads)
+    os.environ["OMP_NUM_THREADS"] = str(threads)
+
+
+def round_medians(sides: list[Side], reps: int, warmup: int = 10) -> list[float]:
+    """Median env-steps/s of each side over ``reps`` rounds.
+
+    Each side first runs ``warmup`` untimed steps (seed 0). Round ``rep`` then runs every
+    side once with seed ``rep``, in an order rotated by ``rep``, so that a slow spell of
+    the shared machine hits every side alike.
+    """
+    for side in sides:
+        side.rate(warmup, 0)
+    rates: list[list[float]] = [[] for _ in sides]
+    for rep in range(reps):
+        for k in range(len(sides)):
+            i = (k + rep) % len(sides)
+            rates[i].append(sides[i].rate(sides[i].steps, rep))
+    return [statistics.median(r) for r in rates]
+
+
+def native_vs_package(
+    sides: list[Side], reps: int, threads: list[int], package_1: int, package_8: int
+) -> list[dict]:
+    """:func:`round_medians` of ``sides`` on each thread count, with the ratios.
+
+    ``package_1`` and ``package_8`` index the package's own loop with one env and with 8
+    copies in ``sides``; every record's ``vs_1`` / ``vs_8`` is its median divided by
+    theirs (ratios of medians, on the same thread count).
+
+    Returns:
+        One record per thread count and side: ``threads``, ``side``, ``envs``,
+        ``steps``, ``rate``, ``vs_1``, ``vs_8``.
+    """
+    out = []
+    for t in threads:
+        set_threads(t)
+        rates = round_medians(sides, reps)
+        for side, rate in zip(sides, rates, strict=True):
+            out.append(
+                {
+                    "threads": t,
+                    "side": side.name,
+                    "envs": side.num_envs,
+                    "steps": side.steps,
+                    "rate": rate,
+                    "vs_1": rate / rates[package_1],
+                    "vs_8": rate / rates[package_8],
+                }
+            )
+    return out
+
+
+def markdown_table(records: list[dict]) -> str:
+    """:func:`native_vs_package`'s records as a markdown table (for the docs)."""
+    head = (
+        "threads",
+        "side",
+        "envs",
+        "env-steps/s",
+        "ratio vs package 1 env",
+        "ratio vs package 8 copies",
+    )
+    lines = [
+        "| " + " | ".join(head) + " |",
+        "|" + "|".join(["---:", "---", "---:", "---:", "---:", "---:"]) + "|",
+    ]
+    for r in records:
+        cells = (
+            str(r["threads"]),
+            r["side"],
+            str(r["envs"]),
+            f"{r['rate']:,.0f}",
+            f"{r['vs_1']:.2f}x",
+            f"{r['vs_8']:.2f}x",
+        )
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)

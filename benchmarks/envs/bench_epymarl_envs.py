@@ -59,9 +59,14 @@ def _raw_env(family: str, env_id: str) -> object:
     return load_env_creator(spec.entry_point)(**spec.kwargs)
 
 
-def raw_loop(family: str, num_envs: int, steps: int, seed: int = 0) -> float:
-    """Env-steps/s (summed over envs) of the package's own loop."""
-    env_id = TASKS[family][0]
+def raw_loop(
+    family: str, num_envs: int, steps: int, seed: int = 0, env_id: str | None = None
+) -> float:
+    """Env-steps/s (summed over envs) of the package's own loop.
+
+    ``env_id``: a registered id of ``family``'s package (``TASKS[family]``'s by default).
+    """
+    env_id = env_id or TASKS[family][0]
     envs = [_raw_env(family, env_id) for _ in range(num_envs)]
     for i, env in enumerate(envs):
         env.reset(seed=seed + i)

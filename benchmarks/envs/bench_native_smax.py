@@ -8,16 +8,18 @@ of the ended battles), nothing kept. ``--jax`` also times JaxMARL 0.2.0's
 ``vmap(step)`` over the same number of envs (auto-reset included), random legal
 actions drawn inside, the steps in one jitted ``lax.scan`` (how JaxMARL's training loops
 run), timed on a second call after the one that compiles it.
-Both sides run on the CPU with one thread per process by default (``--threads``).
-
-Measured (2026-12-05, 2 shared CPU cores at load average about 3, one thread each;
-env-steps/s, SmaxEnv / JaxMARL): 3m: 327 / 20,595 (1 env), 12,557 / 34,555 (64),
-44,236 / 34,553 (1024); 3s5z: 219 / 7,049, 4,435 / 13,961, 9,398 / 11,442. XLA fuses
-the whole scanned rollout; SmaxEnv pays torch's per-operation cost (a few hundred
-small operations a step), which dominates with few envs.
+Both sides run on the CPU with one thread per process by default (``--threads``: torch's
+threads and ``OMP_NUM_THREADS``; JaxMARL's process gets XLA's single-threaded Eigen at
+one thread), on 3m and 3s5z at 1, 64, 1024 and 4096 envs; the steps a measurement
+shrink with the batch (``_steps_for``: about 20,000-40,000 env-steps each past one
+env). ``main`` prints a markdown table with the ratio SmaxEnv / JaxMARL per row; target
+(issue 30): >= 0.5x at 1024 envs. XLA fuses the whole scanned rollout; SmaxEnv pays
+torch's per-operation cost (a few hundred small operations a step), which dominates
+with few envs. (The numbers measured with the older version are in the git history.)
 
 Usage:
-    python benchmarks/envs/bench_native_smax.py [--steps 300] [--jax]
+    OMP_NUM_THREADS=1 python benchmarks/envs/bench_native_smax.py [--steps 300] [--jax]
+        [--threads 1]
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import time
 from pathlib import Path
 
 SCENARIOS = ("3m", "3s5z")
-NUM_ENVS = (1, 64, 1024)
+NUM_ENVS = (1, 64, 1024, 4096)
+TARGET = 0.5  # SmaxEnv / JaxMARL at 1024 envs
 JAX_PYTHON = Path(
     os.environ.get("MARL_JAX_VENV", Path.home() / ".cache/marl-crosscheck/jax-venv")
 ) / ("bin/python")
@@ -90,7 +93,9 @@ def jax_rate(scenario: str, num_envs: int, steps: int) -> float:
 
 
 def _steps_for(num_envs: int, steps: int) -> int:
-    # fewer steps for large batches: about the same number of env-steps each
+    """Steps of one measurement: ``steps`` with one env; past it about ``steps * 64``
+    env-steps (``steps`` steps at 64 envs, ``steps // 16`` at 1024, ``steps // 64`` at
+    4096), at least 10 steps."""
     return max(10, steps if num_envs == 1 else steps * 4 // max(num_envs // 16, 1))
 
 
@@ -127,12 +132,16 @@ def main() -> None:
         OMP_NUM_THREADS=str(args.threads),
         XLA_FLAGS="--xla_cpu_multi_thread_eigen=false" if args.threads == 1 else "",
     )
-    print(f"{'scenario':<8} {'num_envs':>8} {'SmaxEnv (steps/s)':>18} {'JaxMARL (steps/s)':>18}")
+    print(f"torch {torch.__version__}, threads {args.threads}, steps {args.steps} with 1 env")
+    print("| scenario | envs | steps | SmaxEnv env-steps/s | JaxMARL env-steps/s "
+          "| SmaxEnv / JaxMARL |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|")
+    verdicts = []
     for scenario in SCENARIOS:
         for n in NUM_ENVS:
             steps = _steps_for(n, args.steps)
             ours = native_rate(scenario, n, steps)
-            theirs = ""
+            theirs, ratio = "-", "-"
             if args.jax:
                 out = subprocess.run(
                     [str(JAX_PYTHON), __file__, "--jax-worker", scenario, str(n), str(steps)],
@@ -141,8 +150,17 @@ def main() -> None:
                     env=env,
                     check=True,
                 )
-                theirs = f"{float(out.stdout.strip().splitlines()[-1]):18.0f}"
-            print(f"{scenario:<8} {n:>8} {ours:18.0f} {theirs:>18}", flush=True)
+                jax_value = float(out.stdout.strip().splitlines()[-1])
+                theirs, ratio = f"{jax_value:,.0f}", f"{ours / jax_value:.2f}x"
+                if n == 1024:
+                    ok = ours / jax_value >= TARGET
+                    verdicts.append(
+                        f"{scenario}, 1024 envs: SmaxEnv / JaxMARL {ours / jax_value:.2f}x, "
+                        f"target {TARGET}x: {'OK' if ok else 'BELOW TARGET'}"
+                    )
+            print(f"| {scenario} | {n} | {steps} | {ours:,.0f} | {theirs} | {ratio} |", flush=True)
+    for line in verdicts:
+        print(line)
 
 
 if __name__ == "__main__":
