@@ -47,8 +47,7 @@ from tensordict.nn import InteractionType, TensorDictModuleBase, set_interaction
 from tensordict.utils import NestedKey
 from torch import nn
 
-from marl.algorithms import Algorithm
-from marl.algorithms._recurrent import is_recurrent
+from marl.algorithms import Algorithm, is_recurrent
 from marl.specs import Bounded, Categorical, Composite, OneHot
 
 __all__ = [

@@ -42,6 +42,7 @@ from marl.algorithms import (
 )
 from marl.algorithms._groups import ROOT, GroupInfo, group_infos
 from marl.algorithms._networks import NETWORKS
+from marl.algorithms._recurrent import RECURRENT_NETWORKS, is_recurrent
 from marl.algorithms.a2c import A2CConfig
 from marl.algorithms.base import Algorithm
 from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
@@ -71,6 +72,7 @@ from marl.algorithms.vdn import VDNConfig
 
 __all__ = [
     "NETWORKS",
+    "RECURRENT_NETWORKS",
     "ROOT",
     "A2CConfig",
     "Algorithm",
@@ -108,6 +110,7 @@ __all__ = [
     "evaluate_episodes",
     "get_algorithm",
     "group_infos",
+    "is_recurrent",
     "list_algorithms",
     "network_refusal",
     "network_table",

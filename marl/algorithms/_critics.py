@@ -21,11 +21,22 @@ from torch import nn
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import activation_class, make_network
 from marl.algorithms._policies import group_action_dim, group_module, observation_inputs
-from marl.algorithms.settings import CRITIC_SCOPES, NetworkSpec, check_critic_scope
+from marl.algorithms.settings import (
+    CRITIC_SCOPES,
+    CentralCritic,
+    NetworkSpec,
+    check_critic_scope,
+)
 from marl.modules import MLP
 from marl.specs import Composite
 
-__all__ = ["CRITIC_SCOPES", "centralized_critic", "centralized_inputs", "check_critic_scope"]
+__all__ = [
+    "CRITIC_SCOPES",
+    "centralized_critic",
+    "centralized_critic_of",
+    "centralized_inputs",
+    "check_critic_scope",
+]
 
 
 class _CentralNet(nn.Module):
@@ -187,3 +198,37 @@ def centralized_critic(
         net = make_network(info, size, out_features, cells, activation, share_params=False)
     central = _CentralNet(net, ndims, info.n_agents, shared=share_params)
     return TensorDictModule(central, keys, [info.key(out_key)])
+
+
+def centralized_critic_of(
+    info: GroupInfo,
+    config: CentralCritic,
+    out_key: str,
+    *,
+    out_features: int = 1,
+    with_action: bool = False,
+) -> TensorDictModule:
+    """:func:`centralized_critic` as an algorithm config sets it up (MAPPO's, HAPPO's,
+    MADDPG's, MASAC's): what it sees from the config's
+    :class:`~marl.algorithms.settings.CentralCritic`, its body from ``critic_body()``.
+
+    Args:
+        info: the group.
+        config: a config composing :class:`~marl.algorithms.settings.CentralCritic` and
+            :class:`~marl.algorithms.settings.ActorCriticNetworks`.
+        out_key: the group entry written.
+        out_features: outputs per agent.
+        with_action: also read the group's joint action.
+
+    Returns:
+        A ``TensorDictModule`` writing ``(group, out_key)``.
+    """
+    return centralized_critic(
+        info,
+        out_key=out_key,
+        out_features=out_features,
+        with_action=with_action,
+        scope=config.critic_scope,
+        use_state=config.use_state,
+        **config.critic_body(),
+    )

@@ -9,11 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms._policies import state_value_critic
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.ppo import actor_and_policy, policy_gradient_learner
+from marl.algorithms.ppo import actor_critic_learner
 from marl.algorithms.settings import ActorCriticNetworks, ActorCriticTraining, OnPolicyOptimization
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import policy_gradient_spec
 from marl.objectives import A2CLoss
 from marl.objectives.settings import A2CSettings
 
@@ -49,29 +48,7 @@ def build_a2c(info: GroupInfo, config: A2CConfig) -> GroupLearner:
         >>> type(build_a2c(info, A2CConfig()).loss).__name__
         'A2CLoss'
     """
-    c = config
-    actor, policy = actor_and_policy(info, c)
-    critic = state_value_critic(info, **c.critic_body())
-    loss = A2CLoss(actor, critic, c)
-    return policy_gradient_learner(
-        info,
-        c,
-        loss,
-        actor=actor,
-        critic=critic,
-        algorithm="a2c",
-        critic_lr=c.critic_lr,
-        policy=policy,
-        sequence_length=c.sequence_length,
-    )
+    return actor_critic_learner(info, config, A2CLoss, algorithm="a2c")
 
 
-SPEC = AlgorithmSpec(
-    name="a2c",
-    config_cls=A2CConfig,
-    builder=build_a2c,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Synchronous advantage actor-critic.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
-)
+SPEC = policy_gradient_spec("a2c", A2CConfig, build_a2c, "Synchronous advantage actor-critic.")

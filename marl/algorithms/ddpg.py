@@ -7,6 +7,7 @@ target actor and critic, soft target updates, a uniform or prioritized buffer).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from tensordict.nn import TensorDictSequential
@@ -16,12 +17,19 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DDPGRecipe, DeterministicActorTraining, OffPolicyNetworks
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import AdditiveGaussian
-from marl.objectives import DDPGLoss, SoftUpdate
+from marl.objectives import DDPGLoss, LossModule, SoftUpdate
 
-__all__ = ["SPEC", "DDPGConfig", "build_ddpg", "deterministic_actor_critic", "gaussian_exploration"]
+__all__ = [
+    "SPEC",
+    "DDPGConfig",
+    "build_ddpg",
+    "deterministic_actor_critic",
+    "deterministic_actor_learner",
+    "gaussian_exploration",
+]
 
 
 @dataclass
@@ -66,6 +74,47 @@ def deterministic_actor_critic(
     return actor, critic
 
 
+def deterministic_actor_learner(
+    info: GroupInfo,
+    config: DeterministicActorTraining,
+    actor: nn.Module,
+    loss: LossModule,
+    *,
+    critic_params: Iterable[nn.Parameter],
+    algorithm: str,
+) -> GroupLearner:
+    """The replay learner of a deterministic actor's loss (DDPG's, TD3's).
+
+    Args:
+        info: the group; the loss is pointed at its keys here.
+        config: the DDPG or TD3 config: its rates and exploration, and its
+            :class:`~marl.algorithms.settings.ReplaySettings`.
+        actor: the deterministic actor, which collects with Gaussian exploration noise.
+        loss: the loss over ``actor`` and its critic(s).
+        critic_params: the critics' parameters, trained at ``critic_lr``.
+        algorithm: the name the learner is built under.
+
+    Returns:
+        The group's learner: one Adam, soft target updates, replay.
+    """
+    c = config
+    loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
+    noise = gaussian_exploration(info, c)
+    optimizer = make_optimizer(
+        {"actor": (actor.parameters(), c.actor_lr), "critic": (critic_params, c.critic_lr)}
+    )
+    return off_policy_learner(
+        info,
+        c,
+        policy=TensorDictSequential(actor, noise),
+        loss=loss,
+        optimizer=optimizer,
+        target_updater=SoftUpdate(loss, tau=c.tau),
+        exploration=[noise],
+        algorithm=algorithm,
+    )
+
+
 def build_ddpg(
     info: GroupInfo,
     config: DDPGRecipe,
@@ -94,32 +143,15 @@ def build_ddpg(
     c = config
     actor, value_network = deterministic_actor_critic(info, c, value_network)
     loss = DDPGLoss(actor, value_network, c)
-    loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
-    noise = gaussian_exploration(info, c)
-    optimizer = make_optimizer(
-        {
-            "actor": (actor.parameters(), c.actor_lr),
-            "critic": (value_network.parameters(), c.critic_lr),
-        }
-    )
-    return off_policy_learner(
-        info,
-        c,
-        policy=TensorDictSequential(actor, noise),
-        loss=loss,
-        optimizer=optimizer,
-        target_updater=SoftUpdate(loss, tau=c.tau),
-        exploration=[noise],
-        algorithm=algorithm,
+    return deterministic_actor_learner(
+        info, c, actor, loss, critic_params=value_network.parameters(), algorithm=algorithm
     )
 
 
-SPEC = AlgorithmSpec(
-    name="ddpg",
-    config_cls=DDPGConfig,
-    builder=build_ddpg,
-    on_policy=False,
-    action_spaces=frozenset({"continuous"}),
-    description="Deep deterministic policy gradient with Gaussian exploration.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "ddpg",
+    DDPGConfig,
+    build_ddpg,
+    "Deep deterministic policy gradient with Gaussian exploration.",
+    continuous=True,
 )

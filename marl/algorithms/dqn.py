@@ -16,7 +16,7 @@ from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_n
 from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import EpsilonGreedy, QLearningRecipe, QLearningTraining
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import q_learning_spec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import EGreedy
 from marl.objectives import DQNLoss, HardUpdate, LossModule, SoftUpdate
@@ -124,12 +124,6 @@ def q_networks(
     return qnet, qnet, None
 
 
-SPEC = AlgorithmSpec(
-    name="dqn",
-    config_cls=DQNConfig,
-    builder=build_dqn,
-    on_policy=False,
-    action_spaces=frozenset({"discrete"}),
-    description="(Double) deep Q-learning with epsilon-greedy exploration.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
+SPEC = q_learning_spec(
+    "dqn", DQNConfig, build_dqn, "(Double) deep Q-learning with epsilon-greedy exploration."
 )

@@ -32,13 +32,13 @@ import torch
 from tensordict import TensorDictBase
 
 from marl.algorithms._agent_adam import AgentAdam
-from marl.algorithms._critics import centralized_critic
+from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import stochastic_actor
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import point_at_group
 from marl.algorithms.settings import CentralCritic, MultiAgentPPO
-from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import policy_gradient_spec, recurrent_refusals
 from marl.algorithms.updates import (
     UpdateStats,
     clip_grad_norm_per_group_,
@@ -310,9 +310,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
     c = config
     # every actor parameter stacked over the agents, whatever share_policy_params says
     actor = stochastic_actor(info, **{**c.actor_body(), "share_params": False})
-    critic = centralized_critic(
-        info, out_key="state_value", scope=c.critic_scope, use_state=c.use_state, **c.critic_body()
-    )
+    critic = centralized_critic_of(info, c, "state_value")
     loss = point_at_group(HAPPOLoss(actor, critic, c), info)
     critic_lr = c.lr if c.critic_lr is None else c.critic_lr
     optimizer = AgentAdam(
@@ -348,13 +346,11 @@ _SLICES = (
     "slice only"
 )
 
-SPEC = AlgorithmSpec(
-    name="happo",
-    config_cls=HAPPOConfig,
-    builder=build_happo,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Heterogeneous-agent PPO: agents updated in turn, a centralized critic.",
+SPEC = policy_gradient_spec(
+    "happo",
+    HAPPOConfig,
+    build_happo,
+    "Heterogeneous-agent PPO: agents updated in turn, a centralized critic.",
     network_refusals={
         **recurrent_refusals(
             "happo updates one agent's slice of a per-agent (stacked) actor at a time, "

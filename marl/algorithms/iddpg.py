@@ -14,7 +14,7 @@ from marl.algorithms._policies import state_action_value_critic
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DDPGRecipe
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "IDDPGConfig", "build_iddpg"]
 
@@ -44,12 +44,10 @@ def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:
     return build_ddpg(info, c, value_network=critic, algorithm="iddpg")
 
 
-SPEC = AlgorithmSpec(
-    name="iddpg",
-    config_cls=IDDPGConfig,
-    builder=build_iddpg,
-    on_policy=False,
-    action_spaces=frozenset({"continuous"}),
-    description="Independent DDPG: per-agent deterministic actors and critics.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "iddpg",
+    IDDPGConfig,
+    build_iddpg,
+    "Independent DDPG: per-agent deterministic actors and critics.",
+    continuous=True,
 )

@@ -16,7 +16,7 @@ from marl.algorithms._policies import state_value_critic
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
 from marl.algorithms.settings import MultiAgentPPO
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import policy_gradient_spec
 
 __all__ = ["SPEC", "IPPOConfig", "build_ippo"]
 
@@ -46,12 +46,6 @@ def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:
     return build_ppo(info, c, critic=critic, algorithm="ippo")
 
 
-SPEC = AlgorithmSpec(
-    name="ippo",
-    config_cls=IPPOConfig,
-    builder=build_ippo,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Independent PPO: decentralized actors and per-agent critics.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
+SPEC = policy_gradient_spec(
+    "ippo", IPPOConfig, build_ippo, "Independent PPO: decentralized actors and per-agent critics."
 )

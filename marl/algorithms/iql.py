@@ -15,7 +15,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms.dqn import build_dqn
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import MultiAgentQLearning
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import q_learning_spec
 
 __all__ = ["SPEC", "IQLConfig", "build_iql"]
 
@@ -43,12 +43,4 @@ def build_iql(info: GroupInfo, config: IQLConfig) -> GroupLearner:
     return build_dqn(info, config, algorithm="iql")
 
 
-SPEC = AlgorithmSpec(
-    name="iql",
-    config_cls=IQLConfig,
-    builder=build_iql,
-    on_policy=False,
-    action_spaces=frozenset({"discrete"}),
-    description="Independent Q-learning: per-agent DQN.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
-)
+SPEC = q_learning_spec("iql", IQLConfig, build_iql, "Independent Q-learning: per-agent DQN.")

@@ -14,7 +14,7 @@ from marl.algorithms._policies import q_value_network, state_action_value_critic
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
 from marl.algorithms.settings import SACRecipe
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "ISACConfig", "build_isac"]
 
@@ -45,12 +45,10 @@ def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:
     return build_sac(info, c, qvalue_network=qnet, algorithm="isac")
 
 
-SPEC = AlgorithmSpec(
-    name="isac",
-    config_cls=ISACConfig,
-    builder=build_isac,
-    on_policy=False,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Independent SAC: per-agent stochastic actors and twin Q-networks.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "isac",
+    ISACConfig,
+    build_isac,
+    "Independent SAC: per-agent stochastic actors and twin Q-networks.",
+    continuous=False,
 )

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic
+from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import CentralCritic, DDPGRecipe
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "MADDPGConfig", "build_maddpg"]
 
@@ -40,23 +40,14 @@ def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:
         ['state', ('walker', 'action')]
     """
     c = config
-    critic = centralized_critic(
-        info,
-        out_key="state_action_value",
-        with_action=True,
-        scope=c.critic_scope,
-        use_state=c.use_state,
-        **c.critic_body(),
-    )
+    critic = centralized_critic_of(info, c, "state_action_value", with_action=True)
     return build_ddpg(info, c, value_network=critic, algorithm="maddpg")
 
 
-SPEC = AlgorithmSpec(
-    name="maddpg",
-    config_cls=MADDPGConfig,
-    builder=build_maddpg,
-    on_policy=False,
-    action_spaces=frozenset({"continuous"}),
-    description="Multi-agent DDPG: decentralized actors, centralized Q(s, a) critics.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "maddpg",
+    MADDPGConfig,
+    build_maddpg,
+    "Multi-agent DDPG: decentralized actors, centralized Q(s, a) critics.",
+    continuous=True,
 )

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic
+from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
 from marl.algorithms.settings import CentralCritic, MultiAgentPPO
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import policy_gradient_spec
 
 __all__ = ["SPEC", "MAPPOConfig", "build_mappo"]
 
@@ -41,18 +41,13 @@ def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:
         [('walker', 'observation'), ('picker', 'observation')]
     """
     c = config
-    critic = centralized_critic(
-        info, out_key="state_value", scope=c.critic_scope, use_state=c.use_state, **c.critic_body()
-    )
+    critic = centralized_critic_of(info, c, "state_value")
     return build_ppo(info, c, critic=critic, algorithm="mappo")
 
 
-SPEC = AlgorithmSpec(
-    name="mappo",
-    config_cls=MAPPOConfig,
-    builder=build_mappo,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Multi-agent PPO: decentralized actors, a centralized critic.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
+SPEC = policy_gradient_spec(
+    "mappo",
+    MAPPOConfig,
+    build_mappo,
+    "Multi-agent PPO: decentralized actors, a centralized critic.",
 )

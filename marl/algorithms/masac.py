@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from marl.algorithms._critics import centralized_critic
+from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
 from marl.algorithms.settings import CentralCritic, SACRecipe
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "MASACConfig", "build_masac"]
 
@@ -42,24 +42,18 @@ def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:
     """
     c = config
     continuous = info.action_space == "continuous"
-    qnet = centralized_critic(
-        info,
-        out_key="state_action_value" if continuous else "action_value",
-        out_features=1 if continuous else info.n_actions,
-        with_action=continuous,
-        scope=c.critic_scope,
-        use_state=c.use_state,
-        **c.critic_body(),
+    out_key = "state_action_value" if continuous else "action_value"
+    out_features = 1 if continuous else info.n_actions
+    qnet = centralized_critic_of(
+        info, c, out_key, out_features=out_features, with_action=continuous
     )
     return build_sac(info, c, qvalue_network=qnet, algorithm="masac")
 
 
-SPEC = AlgorithmSpec(
-    name="masac",
-    config_cls=MASACConfig,
-    builder=build_masac,
-    on_policy=False,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Multi-agent SAC: decentralized actors, centralized twin Q-networks.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "masac",
+    MASACConfig,
+    build_masac,
+    "Multi-agent SAC: decentralized actors, centralized twin Q-networks.",
+    continuous=False,
 )

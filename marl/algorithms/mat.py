@@ -30,7 +30,7 @@ from marl.algorithms._policies import action_bounds, observation_inputs
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
 from marl.algorithms.settings import OnPolicyOptimization
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import policy_gradient_spec
 from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
 from marl.objectives import PPOLoss
 from marl.objectives.settings import PPOSettings
@@ -179,13 +179,11 @@ def build_mat(info: GroupInfo, config: MATConfig) -> GroupLearner:
     return policy_gradient_learner(info, c, loss, actor=policy, critic=critic, algorithm="mat")
 
 
-SPEC = AlgorithmSpec(
-    name="mat",
-    config_cls=MATConfig,
-    builder=build_mat,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Multi-Agent Transformer: agents' actions decoded in sequence, trained with PPO.",
+SPEC = policy_gradient_spec(
+    "mat",
+    MATConfig,
+    build_mat,
+    "Multi-Agent Transformer: agents' actions decoded in sequence, trained with PPO.",
     # a transformer over the group's agents: no body to choose
     network_refusals=dict.fromkeys(
         NETWORKS,

@@ -9,8 +9,9 @@ critic (e.g. a centralized one). The update itself, step by step, is
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from torch import nn
 
@@ -24,11 +25,18 @@ from marl.algorithms._recurrent import (
 from marl.algorithms.contracts import OnPolicySettings
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import ActorCriticNetworks, PPORecipe
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import policy_gradient_spec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import LossModule, PPOLoss
 
-__all__ = ["SPEC", "PPOConfig", "build_ppo", "point_at_group", "policy_gradient_learner"]
+__all__ = [
+    "SPEC",
+    "PPOConfig",
+    "actor_critic_learner",
+    "build_ppo",
+    "point_at_group",
+    "policy_gradient_learner",
+]
 
 LossT = TypeVar("LossT", bound=LossModule)
 
@@ -94,14 +102,9 @@ def policy_gradient_learner(
             "critic": (critic.parameters(), config.lr if critic_lr is None else critic_lr),
         }
     )
-    updater = OnPolicyUpdater(
-        loss=loss,
-        optimizer=optimizer,
-        epochs=config.epochs,
-        minibatch_size=config.minibatch_size,
-        max_grad_norm=config.max_grad_norm,
-        compile=info.compile,
-        sequence_length=(sequence_length or _WHOLE) if recurrent else None,
+    steps = (sequence_length or _WHOLE) if recurrent else None
+    updater = OnPolicyUpdater.from_settings(
+        config, loss, optimizer, compile=info.compile, sequence_length=steps
     )
     return GroupLearner(
         info,
@@ -133,6 +136,48 @@ def actor_and_policy(
     return actor, None
 
 
+def actor_critic_learner(
+    info: GroupInfo,
+    config: ActorCriticNetworks,
+    loss_cls: Callable[[nn.Module, nn.Module, Any], nn.Module],
+    *,
+    critic: nn.Module | None = None,
+    algorithm: str,
+) -> GroupLearner:
+    """The learner of an advantage actor-critic loss (PPO's, A2C's) over the config's actor.
+
+    Args:
+        info: the group.
+        config: the PPO or A2C config: its networks, and its
+            :class:`~marl.algorithms.settings.OnPolicyOptimization` and
+            :class:`~marl.algorithms.settings.ActorCriticTraining`.
+        loss_cls: ``(actor, critic, config) -> loss``, e.g. ``PPOLoss``.
+        critic: a value module writing the group's ``state_value`` (default: a per-agent
+            critic, built after the actor).
+        algorithm: the name the learner is built under.
+
+    Returns:
+        The group's learner (:func:`policy_gradient_learner`), its actor recurrent or not
+        (:func:`actor_and_policy`).
+    """
+    c = config
+    actor, policy = actor_and_policy(info, c)
+    if critic is None:
+        critic = state_value_critic(info, **c.critic_body())
+    loss = loss_cls(actor, critic, c)
+    return policy_gradient_learner(
+        info,
+        c,
+        loss,
+        actor=actor,
+        critic=critic,
+        algorithm=algorithm,
+        critic_lr=c.critic_lr,
+        policy=policy,
+        sequence_length=c.sequence_length,
+    )
+
+
 def build_ppo(
     info: GroupInfo,
     config: PPORecipe,
@@ -158,30 +203,7 @@ def build_ppo(
         >>> build_ppo(info, PPOConfig()).loss.clip_epsilon
         0.2
     """
-    c = config
-    actor, policy = actor_and_policy(info, c)
-    if critic is None:
-        critic = state_value_critic(info, **c.critic_body())
-    loss = PPOLoss(actor, critic, c)
-    return policy_gradient_learner(
-        info,
-        c,
-        loss,
-        actor=actor,
-        critic=critic,
-        algorithm=algorithm,
-        critic_lr=c.critic_lr,
-        policy=policy,
-        sequence_length=c.sequence_length,
-    )
+    return actor_critic_learner(info, config, PPOLoss, critic=critic, algorithm=algorithm)
 
 
-SPEC = AlgorithmSpec(
-    name="ppo",
-    config_cls=PPOConfig,
-    builder=build_ppo,
-    on_policy=True,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Clipped PPO with a GAE critic.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
-)
+SPEC = policy_gradient_spec("ppo", PPOConfig, build_ppo, "Clipped PPO with a GAE critic.")

@@ -26,7 +26,7 @@ from marl.algorithms._policies import GreedyAction, q_value_network
 from marl.algorithms.dqn import epsilon_greedy
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import PQNRecipe
-from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import pqn_spec
 from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import PQNLoss
 
@@ -82,14 +82,7 @@ def pqn_learner(
     )
     egreedy = epsilon_greedy(info, c)
     optimizer = make_optimizer({"qvalue": (qnet.parameters(), c.lr)})
-    updater = OnPolicyUpdater(
-        loss=loss,
-        optimizer=optimizer,
-        epochs=c.epochs,
-        minibatch_size=c.minibatch_size,
-        max_grad_norm=c.max_grad_norm,
-        compile=info.compile,
-    )
+    updater = OnPolicyUpdater.from_settings(c, loss, optimizer, compile=info.compile)
     return GroupLearner(
         info,
         algorithm=algorithm,
@@ -117,15 +110,9 @@ def build_pqn(info: GroupInfo, config: PQNConfig) -> GroupLearner:
     return pqn_learner(info, c, qnet=qnet, team=False, algorithm="pqn")
 
 
-SPEC = AlgorithmSpec(
-    name="pqn",
-    config_cls=PQNConfig,
-    builder=build_pqn,
-    on_policy=True,
-    action_spaces=frozenset({"discrete"}),
-    description="Parallel Q-learning: Q(lambda) on fresh rollouts, no replay, no target net.",
-    network_refusals=recurrent_refusals(
-        "pqn trains on single steps of the collected batch (lambda-returns, no replay); "
-        "sequence training is not built for it"
-    ),
+SPEC = pqn_spec(
+    "pqn",
+    PQNConfig,
+    build_pqn,
+    "Parallel Q-learning: Q(lambda) on fresh rollouts, no replay, no target net.",
 )

@@ -19,7 +19,7 @@ from marl.algorithms._policies import q_value_network
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.pqn import pqn_learner
 from marl.algorithms.settings import PQNRecipe
-from marl.algorithms.spec import AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import pqn_spec
 from marl.algorithms.vdn import MaskedAgentValues
 
 __all__ = ["SPEC", "PQNVDNConfig", "build_pqn_vdn"]
@@ -56,15 +56,9 @@ def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:
     return pqn_learner(info, c, qnet=qnet, team=True, algorithm="pqn_vdn")
 
 
-SPEC = AlgorithmSpec(
-    name="pqn_vdn",
-    config_cls=PQNVDNConfig,
-    builder=build_pqn_vdn,
-    on_policy=True,
-    action_spaces=frozenset({"discrete"}),
-    description="PQN on the team value: the sum of the agents' Qs, team Q(lambda) returns.",
-    network_refusals=recurrent_refusals(
-        "pqn_vdn trains on single steps of the collected batch (lambda-returns, no replay); "
-        "sequence training is not built for it"
-    ),
+SPEC = pqn_spec(
+    "pqn_vdn",
+    PQNVDNConfig,
+    build_pqn_vdn,
+    "PQN on the team value: the sum of the agents' Qs, team Q(lambda) returns.",
 )

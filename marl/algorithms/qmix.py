@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import MultiAgentQLearning
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import q_learning_spec
 from marl.algorithms.vdn import check_mixed_group, value_decomposition_learner
 from marl.modules import QMixer
 from marl.specs import Composite
@@ -81,12 +81,6 @@ def build_qmix(info: GroupInfo, config: QMIXConfig) -> GroupLearner:
     return value_decomposition_learner(info, c, mixer, state_key=state_key, algorithm="qmix")
 
 
-SPEC = AlgorithmSpec(
-    name="qmix",
-    config_cls=QMIXConfig,
-    builder=build_qmix,
-    on_policy=False,
-    action_spaces=frozenset({"discrete"}),
-    description="QMIX: a state-conditioned monotonic mixer over per-agent Qs.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
+SPEC = q_learning_spec(
+    "qmix", QMIXConfig, build_qmix, "QMIX: a state-conditioned monotonic mixer over per-agent Qs."
 )

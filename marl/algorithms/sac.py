@@ -15,7 +15,7 @@ from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import q_value_network, state_action_value_critic, stochastic_actor
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import SACRecipe
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
+from marl.algorithms.spec import replay_actor_critic_spec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import DiscreteSACLoss, SACLoss, SoftUpdate
 
@@ -90,12 +90,10 @@ def build_sac(
     )
 
 
-SPEC = AlgorithmSpec(
-    name="sac",
-    config_cls=SACConfig,
-    builder=build_sac,
-    on_policy=False,
-    action_spaces=frozenset({"continuous", "discrete"}),
-    description="Soft actor-critic with twin Q-networks and a learned temperature.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "sac",
+    SACConfig,
+    build_sac,
+    "Soft actor-critic with twin Q-networks and a learned temperature.",
+    continuous=False,
 )

@@ -19,9 +19,14 @@ __all__ = [
     "RENAMED",
     "AlgorithmConfig",
     "AlgorithmSpec",
+    "Builder",
     "ConfigT",
     "check_network",
+    "policy_gradient_spec",
+    "pqn_spec",
+    "q_learning_spec",
     "recurrent_refusals",
+    "replay_actor_critic_spec",
 ]
 
 
@@ -150,6 +155,86 @@ class AlgorithmSpec(Generic[ConfigT]):
             f"{self.name} config must be a {self.config_cls.__name__}, a dict or None, "
             f"got {type(config).__name__}"
         )
+
+
+Builder: TypeAlias = "Callable[[GroupInfo, ConfigT], Learner]"
+"""``(info, config) -> Learner``: what an algorithm module's ``build_<name>`` is."""
+
+_BOTH_SPACES = frozenset({"continuous", "discrete"})
+
+
+def _family_spec(
+    name: str,
+    config_cls: type[ConfigT],
+    builder: Builder,
+    description: str,
+    on_policy: bool,
+    action_spaces: frozenset[str],
+    refusals: Mapping[str, str],
+) -> AlgorithmSpec[ConfigT]:
+    # the one call the family helpers below share: each fixes what its family has in common
+    return AlgorithmSpec(
+        name=name,
+        config_cls=config_cls,
+        builder=builder,
+        on_policy=on_policy,
+        action_spaces=action_spaces,
+        description=description,
+        network_refusals=dict(refusals),
+    )
+
+
+def policy_gradient_spec(
+    name: str,
+    config_cls: type[ConfigT],
+    builder: Builder,
+    description: str,
+    *,
+    network_refusals: Mapping[str, str] | None = None,
+) -> AlgorithmSpec[ConfigT]:
+    """The :class:`AlgorithmSpec` of an on-policy actor-critic on ``build_ppo``'s assembly
+    (PPO, A2C, IPPO, MAPPO, HAPPO, MAT): both action spaces, and every body, the recurrent
+    ones too (its builder trains them on sequences), but those ``network_refusals`` names."""
+    refusals = network_refusals or {}
+    return _family_spec(name, config_cls, builder, description, True, _BOTH_SPACES, refusals)
+
+
+def q_learning_spec(
+    name: str, config_cls: type[ConfigT], builder: Builder, description: str
+) -> AlgorithmSpec[ConfigT]:
+    """The :class:`AlgorithmSpec` of a replay Q-learner on ``build_dqn`` (DQN, IQL, VDN,
+    QMIX): discrete actions, and every body, the recurrent ones too (its builder trains them
+    on replayed slices)."""
+    discrete = frozenset({"discrete"})
+    return _family_spec(name, config_cls, builder, description, False, discrete, {})
+
+
+def pqn_spec(
+    name: str, config_cls: type[ConfigT], builder: Builder, description: str
+) -> AlgorithmSpec[ConfigT]:
+    """The :class:`AlgorithmSpec` of a parallel Q-learner on ``pqn_learner`` (PQN,
+    PQN-VDN): on-policy, discrete actions, and no recurrent body (it trains on single steps
+    of the collected batch)."""
+    why = (
+        f"{name} trains on single steps of the collected batch (lambda-returns, no replay); "
+        "sequence training is not built for it"
+    )
+    discrete = frozenset({"discrete"})
+    return _family_spec(
+        name, config_cls, builder, description, True, discrete, recurrent_refusals(why)
+    )
+
+
+def replay_actor_critic_spec(
+    name: str, config_cls: type[ConfigT], builder: Builder, description: str, *, continuous: bool
+) -> AlgorithmSpec[ConfigT]:
+    """The :class:`AlgorithmSpec` of an off-policy actor-critic on ``build_ddpg`` or
+    ``build_sac`` (DDPG, TD3, SAC and their multi-agent forms): continuous actions only
+    (``continuous``, the DDPGs') or both, and no recurrent body
+    (:data:`OFF_POLICY_NOT_RECURRENT`)."""
+    spaces = frozenset({"continuous"}) if continuous else _BOTH_SPACES
+    refusals = recurrent_refusals(OFF_POLICY_NOT_RECURRENT)
+    return _family_spec(name, config_cls, builder, description, False, spaces, refusals)
 
 
 def check_network(algorithm: AlgorithmSpec, info: GroupInfo, config: object) -> None:

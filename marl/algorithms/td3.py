@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds
-from marl.algorithms.ddpg import deterministic_actor_critic, gaussian_exploration
+from marl.algorithms.ddpg import deterministic_actor_critic, deterministic_actor_learner
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DeterministicActorTraining, OffPolicyNetworks, ReplaySettings
-from marl.algorithms.spec import OFF_POLICY_NOT_RECURRENT, AlgorithmSpec, recurrent_refusals
-from marl.algorithms.updates import make_optimizer, off_policy_learner
-from marl.objectives import SoftUpdate, TD3Loss
+from marl.algorithms.spec import replay_actor_critic_spec
+from marl.objectives import TD3Loss
 from marl.objectives.settings import TD3Settings
 
 __all__ = ["SPEC", "TD3Config", "build_td3"]
@@ -61,32 +59,16 @@ def build_td3(
     actor, qvalue_network = deterministic_actor_critic(info, c, qvalue_network)
     low, high = action_bounds(info)
     loss = TD3Loss(actor, qvalue_network, c, low=low, high=high)
-    loss.set_keys(**info.loss_keys(), state_action_value=info.key("state_action_value"))
-    noise = gaussian_exploration(info, c)
-    optimizer = make_optimizer(
-        {
-            "actor": (actor.parameters(), c.actor_lr),
-            "critic": (loss.qvalue_networks.parameters(), c.critic_lr),
-        }
-    )
-    return off_policy_learner(
-        info,
-        c,
-        policy=TensorDictSequential(actor, noise),
-        loss=loss,
-        optimizer=optimizer,
-        target_updater=SoftUpdate(loss, tau=c.tau),
-        exploration=[noise],
-        algorithm="td3",
+    critic_params = loss.qvalue_networks.parameters()
+    return deterministic_actor_learner(
+        info, c, actor, loss, critic_params=critic_params, algorithm="td3"
     )
 
 
-SPEC = AlgorithmSpec(
-    name="td3",
-    config_cls=TD3Config,
-    builder=build_td3,
-    on_policy=False,
-    action_spaces=frozenset({"continuous"}),
-    description="Twin delayed DDPG: clipped double Q, target smoothing, delayed actor.",
-    network_refusals=recurrent_refusals(OFF_POLICY_NOT_RECURRENT),
+SPEC = replay_actor_critic_spec(
+    "td3",
+    TD3Config,
+    build_td3,
+    "Twin delayed DDPG: clipped double Q, target smoothing, delayed actor.",
+    continuous=True,
 )

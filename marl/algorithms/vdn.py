@@ -19,7 +19,7 @@ from marl.algorithms._policies import GreedyAction, MaskedAgentValues
 from marl.algorithms.dqn import epsilon_greedy, q_networks, target_updater
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import MultiAgentQLearning
-from marl.algorithms.spec import AlgorithmSpec
+from marl.algorithms.spec import q_learning_spec
 from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.modules import VDNMixer
 from marl.objectives import QMixLoss
@@ -111,12 +111,9 @@ def build_vdn(info: GroupInfo, config: VDNConfig) -> GroupLearner:
     return value_decomposition_learner(info, config, VDNMixer(info.n_agents), algorithm="vdn")
 
 
-SPEC = AlgorithmSpec(
-    name="vdn",
-    config_cls=VDNConfig,
-    builder=build_vdn,
-    on_policy=False,
-    action_spaces=frozenset({"discrete"}),
-    description="Value decomposition networks: the team Q is the sum of the agents' Qs.",
-    network_refusals={},  # the recurrent bodies too: its builder trains on sequences,
+SPEC = q_learning_spec(
+    "vdn",
+    VDNConfig,
+    build_vdn,
+    "Value decomposition networks: the team Q is the sum of the agents' Qs.",
 )

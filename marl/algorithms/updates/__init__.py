@@ -15,6 +15,7 @@ and optimizer in their constructor and store only the entries the loss reads.
 
 from marl.algorithms.updates.gradient import (
     GradientStep,
+    GradientStepUpdater,
     LossTerms,
     UpdateStats,
     check_update_parts,
@@ -33,6 +34,7 @@ from marl.algorithms.updates.report import compile_report
 
 __all__ = [
     "GradientStep",
+    "GradientStepUpdater",
     "LossTerms",
     "OffPolicyUpdater",
     "OnPolicyUpdater",

@@ -10,12 +10,14 @@
   actor terms see frozen critics), so stepping the sum of the ``loss_*`` terms is the
   same as stepping one optimizer per term, with less bookkeeping.
 - :class:`UpdateStats`: the means of a batch's loss outputs, read once per batch.
+- :class:`GradientStepUpdater`: what the on- and off-policy updaters share, their loss
+  and optimizer checked and run through one :class:`GradientStep`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import torch
 from tensordict import TensorDictBase
@@ -26,6 +28,7 @@ from marl.algorithms.contracts import Loss
 
 __all__ = [
     "GradientStep",
+    "GradientStepUpdater",
     "LossTerms",
     "UpdateStats",
     "check_update_parts",
@@ -210,6 +213,50 @@ class GradientStep:
                 clip_grad_norm_per_group_(opt.param_groups, self.max_grad_norm)
             opt.step()
         return out
+
+
+LossT = TypeVar("LossT", bound=Loss)
+
+
+class GradientStepUpdater(Generic[LossT]):
+    """The base of the on- and off-policy updaters: a loss and its optimizer, checked
+    (:func:`check_update_parts`), stepped by one :class:`GradientStep`, and the entries
+    the loss reads (``loss.in_keys``), which an update selects from each batch.
+
+    Args:
+        loss: the loss module.
+        optimizer: the optimizer over its trained parameters.
+        protocol: what the loss must be (:class:`~marl.algorithms.contracts.Loss`, or
+            :class:`~marl.algorithms.contracts.AdvantageLoss` on-policy).
+        max_grad_norm: per-role gradient clipping (``None``: off).
+        compile: compile the loss and its backward (:class:`GradientStep`).
+    """
+
+    def __init__(
+        self,
+        loss: LossT,
+        optimizer: torch.optim.Optimizer,
+        protocol: type,
+        max_grad_norm: float | None,
+        compile: bool,
+    ) -> None:
+        check_update_parts(loss, optimizer, protocol)
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
+        self._keys = list(loss.in_keys)
+
+    @property
+    def loss(self) -> LossT:
+        return self._step.loss  # type: ignore[return-value]  # the loss given above
+
+    @property
+    def gradient_step(self) -> GradientStep:
+        """The step run on each minibatch, or each sampled batch off-policy (whether it is
+        compiled, steps so far)."""
+        return self._step
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self._step.optimizer
 
 
 def check_update_parts(loss: Any, optimizer: Any, protocol: type) -> None:

@@ -15,7 +15,7 @@ from marl.algorithms._turns import turn_transitions
 from marl.algorithms.contracts import Exploration, Loss, TargetUpdater
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import ReplaySettings
-from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
+from marl.algorithms.updates.gradient import GradientStepUpdater, UpdateStats
 from marl.data import (
     PrioritizedSampler,
     RandomSampler,
@@ -59,7 +59,7 @@ def off_policy_buffer(
     return ReplayBuffer(TensorStorage(size, device=device), sampler=sampler, batch_size=batch_size)
 
 
-class OffPolicyUpdater:
+class OffPolicyUpdater(GradientStepUpdater[Loss]):
     """Replay-buffer updates: ``utd_ratio`` optimizer steps per collected frame.
 
     Each batch's entries that the loss reads (``loss.in_keys``) go into the replay
@@ -98,10 +98,8 @@ class OffPolicyUpdater:
     ) -> None:
         if utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {utd_ratio}")
-        check_update_parts(loss, optimizer, Loss)
+        super().__init__(loss, optimizer, Loss, max_grad_norm, compile)
         self._info = info
-        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
-        self._keys = list(loss.in_keys)
         if isinstance(buffer.sampler, SliceSampler):
             # slices are runs of one trajectory id: store the ids with the transitions
             self._keys.append(buffer.sampler.traj_key)
@@ -111,19 +109,6 @@ class OffPolicyUpdater:
         self._utd_ratio = utd_ratio
         self._learning_starts = learning_starts
         self._debt = 0.0  # fractional updates carried over between batches
-
-    @property
-    def loss(self) -> Loss:
-        return self._step.loss
-
-    @property
-    def gradient_step(self) -> GradientStep:
-        """The step run on each sampled batch (whether it is compiled, steps so far)."""
-        return self._step
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self._step.optimizer
 
     @property
     def buffer(self) -> ReplayBuffer:

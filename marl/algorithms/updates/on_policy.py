@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from marl.algorithms.contracts import AdvantageLoss
-from marl.algorithms.updates.gradient import GradientStep, UpdateStats, check_update_parts
+from marl.algorithms.contracts import AdvantageLoss, OnPolicySettings
+from marl.algorithms.updates.gradient import GradientStepUpdater, UpdateStats
 
 __all__ = ["OnPolicyUpdater", "shuffled_minibatches"]
 
@@ -49,7 +49,7 @@ def shuffled_minibatches(
             yield shuffled[start:end], *(t[start:end] for t in rest)
 
 
-class OnPolicyUpdater:
+class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
     """Advantages on the whole ``[*B, T]`` batch, then ``epochs`` x minibatches over it.
 
     MAPPO's and IPPO's whole update, in call order:
@@ -99,29 +99,14 @@ class OnPolicyUpdater:
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(f"sequence_length must be >= 1 or None, got {sequence_length}")
         self._sequence_length = sequence_length
-        check_update_parts(loss, optimizer, AdvantageLoss)
+        super().__init__(loss, optimizer, AdvantageLoss, max_grad_norm, compile)
         if loss.value_estimator is None:
             raise ValueError(
                 f"{type(loss).__name__} has no value estimator (no critic): the on-policy "
                 "updater writes the advantages with it"
             )
-        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
-        self._keys = list(loss.in_keys)
         self._epochs = epochs
         self._minibatch_size = minibatch_size
-
-    @property
-    def loss(self) -> AdvantageLoss:
-        return self._step.loss
-
-    @property
-    def gradient_step(self) -> GradientStep:
-        """The step run on each minibatch (whether it is compiled, steps so far)."""
-        return self._step
-
-    @property
-    def optimizer(self) -> torch.optim.Optimizer:
-        return self._step.optimizer
 
     @property
     def buffer(self) -> None:
@@ -135,6 +120,28 @@ class OnPolicyUpdater:
     @property
     def minibatch_size(self) -> int:
         return self._minibatch_size
+
+    @classmethod
+    def from_settings(
+        cls,
+        config: OnPolicySettings,
+        loss: AdvantageLoss,
+        optimizer: torch.optim.Optimizer,
+        *,
+        compile: bool = False,
+        sequence_length: int | None = None,
+    ) -> OnPolicyUpdater:
+        """The updater of an on-policy config (PPO's, PQN's...): its ``epochs``,
+        ``minibatch_size`` and ``max_grad_norm``; the other arguments as in the class."""
+        return cls(
+            loss=loss,
+            optimizer=optimizer,
+            epochs=config.epochs,
+            minibatch_size=config.minibatch_size,
+            max_grad_norm=config.max_grad_norm,
+            compile=compile,
+            sequence_length=sequence_length,
+        )
 
     def process(self, batch: TensorDictBase) -> TensorDictBase:
         """Write the group's advantage and value target on the ``[*B, T]`` batch."""
