@@ -18,7 +18,7 @@ import contextlib
 import multiprocessing as mp
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -36,6 +36,7 @@ __all__ = [
     "WorkerError",
     "arrays_to_td",
     "env_flag_arrays",
+    "stop_workers",
 ]
 
 
@@ -142,6 +143,36 @@ def new_td(
     if new is None:  # pragma: no cover - other tensordict versions
         return TensorDict(entries, batch_size=batch_size, device=device)
     return new(entries, batch_size=batch_size, device=device)
+
+
+def _kill_workers(procs: Sequence[Any]) -> None:
+    for proc in procs:
+        if proc.is_alive():
+            proc.terminate()
+    for proc in procs:
+        proc.join(timeout=5)
+        if proc.is_alive():
+            proc.kill()
+            proc.join(timeout=5)
+
+
+def stop_workers(procs: Sequence[Any], conns: Sequence[Any]) -> None:
+    """Ask each live worker process to close, give each 5 s to exit, terminate (then
+    kill) the ones still alive, and close the pipes: no worker is left running.
+
+    Args:
+        procs: the worker processes.
+        conns: the parent's end of each worker's pipe (same order).
+    """
+    for proc, conn in zip(procs, conns):
+        if proc.is_alive():
+            with contextlib.suppress(BrokenPipeError, OSError):
+                conn.send(("close", None))
+    for proc in procs:
+        proc.join(timeout=5)
+    _kill_workers(procs)
+    for conn in conns:
+        conn.close()
 
 
 class WorkerError(RuntimeError):
@@ -522,27 +553,12 @@ class ParallelEnv(_BatchedEnv):
         self._wait(range(self.num_workers))
 
     def _kill(self) -> None:
-        for proc in self._procs:
-            if proc.is_alive():
-                proc.terminate()
-        for proc in self._procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join(timeout=5)
+        _kill_workers(self._procs)
 
     def close(self) -> None:
         if self.is_closed:
             return
-        for i, proc in enumerate(self._procs):
-            if proc.is_alive():
-                with contextlib.suppress(BrokenPipeError, OSError):
-                    self._conns[i].send(("close", None))
-        for proc in self._procs:
-            proc.join(timeout=5)
-        self._kill()
-        for conn in self._conns:
-            conn.close()
+        stop_workers(self._procs, self._conns)
         super().close()
 
     def __del__(self) -> None:

@@ -37,7 +37,15 @@ from marl.specs import (
     structure_version,
 )
 
-__all__ = ["DONE_KEYS", "EnvBase", "make_done_spec", "step_mdp"]
+__all__ = [
+    "DONE_KEYS",
+    "EnvBase",
+    "make_done_spec",
+    "reset_where",
+    "seed_generator",
+    "set_done_flags",
+    "step_mdp",
+]
 
 DONE_KEYS = ("done", "terminated", "truncated")
 
@@ -50,6 +58,50 @@ def make_done_spec(batch_size: Sequence[int], device: Any = None) -> Composite:
         shape=batch_size,
         device=device,
     )
+
+
+def seed_generator(generator: torch.Generator, seed: int | None) -> None:
+    """Seeds an env's own generator, as its ``_set_seed`` does.
+
+    Args:
+        generator: the env's generator.
+        seed: the seed (``None``: a fresh nondeterministic one).
+    """
+    if seed is None:
+        generator.seed()
+    else:
+        generator.manual_seed(int(seed))
+
+
+def reset_where(td: TensorDictBase | None, batch_size: Sequence[int]) -> torch.Tensor:
+    """The envs a ``_reset`` call resets, as a CPU bool tensor of ``batch_size``.
+
+    Args:
+        td: the reset input; its ``_reset`` flags (``None``, or none: reset all).
+        batch_size: the env's batch size.
+
+    Returns:
+        True where the env resets.
+    """
+    mask = td.get("_reset", None) if td is not None else None
+    return (
+        torch.ones(batch_size, dtype=torch.bool)
+        if mask is None
+        else mask.reshape(batch_size).to("cpu")
+    )
+
+
+def set_done_flags(out: TensorDictBase, done: torch.Tensor, prefix: tuple[str, ...] = ()) -> None:
+    """Writes ``done`` as the done and terminated flags (never truncated) of ``out``.
+
+    Args:
+        out: the step's output.
+        done: the flags.
+        prefix: the sub-tensordict they go to (``()``: the root).
+    """
+    out.set((*prefix, "done"), done)
+    out.set((*prefix, "terminated"), done.clone())
+    out.set((*prefix, "truncated"), torch.zeros_like(done))
 
 
 def _prefix(key: NestedKey) -> tuple[str, ...]:

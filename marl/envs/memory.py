@@ -17,7 +17,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import EnvBase, make_done_spec, reset_where, seed_generator, set_done_flags
 from marl.groups import GroupMap
 from marl.specs import Categorical, Composite, Unbounded
 
@@ -113,15 +113,11 @@ class RecallEnv(EnvBase):
         ).to(self.device)
 
     def _flags(self, out: TensorDict, done: torch.Tensor) -> None:
-        done = done.reshape(*self.batch_size, 1).to(self.device)
-        out.set("done", done)
-        out.set("terminated", done.clone())
-        out.set("truncated", torch.zeros_like(done))
+        set_done_flags(out, done.reshape(*self.batch_size, 1).to(self.device))
 
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
         b = self.batch_size
-        mask = td.get("_reset", None) if td is not None else None
-        where = torch.ones(b, dtype=torch.bool) if mask is None else mask.reshape(b).to("cpu")
+        where = reset_where(td, b)
         cue = torch.randint(0, self.n_cues, (*b, self.n_agents), generator=self._gen)
         self._cue = torch.where(where[..., None], cue, self._cue)
         self._t = torch.where(where, torch.zeros_like(self._t), self._t)
@@ -140,7 +136,4 @@ class RecallEnv(EnvBase):
         return out
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)

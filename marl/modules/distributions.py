@@ -144,7 +144,22 @@ def _masked_logits(
     return logits.masked_fill(~mask, torch.finfo(logits.dtype).min)
 
 
-class MaskedCategorical(D.Categorical):
+class _MaskedLogits:
+    """The constructor the masked categoricals share: keeps ``mask`` and hands the
+    torch distribution (next in the MRO) logits with the illegal actions masked out."""
+
+    def __init__(
+        self,
+        logits: torch.Tensor | None = None,
+        probs: torch.Tensor | None = None,
+        mask: torch.Tensor | None = None,
+        validate_args: bool | None = None,
+    ) -> None:
+        self.mask = mask
+        super().__init__(logits=_masked_logits(logits, probs, mask), validate_args=validate_args)
+
+
+class MaskedCategorical(_MaskedLogits, D.Categorical):
     """A categorical over action indices whose illegal actions have probability zero.
 
     Samples and the mode always satisfy ``mask``.
@@ -163,16 +178,6 @@ class MaskedCategorical(D.Categorical):
         True
     """
 
-    def __init__(
-        self,
-        logits: torch.Tensor | None = None,
-        probs: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        validate_args: bool | None = None,
-    ) -> None:
-        self.mask = mask
-        super().__init__(logits=_masked_logits(logits, probs, mask), validate_args=validate_args)
-
     @property
     def mode(self) -> torch.Tensor:
         return self.logits.argmax(-1)
@@ -182,7 +187,7 @@ class MaskedCategorical(D.Categorical):
         return self.mode
 
 
-class OneHotCategorical(D.OneHotCategorical):
+class OneHotCategorical(_MaskedLogits, D.OneHotCategorical):
     """A one-hot categorical with an optional legal-action mask.
 
     ``rsample`` gives a straight-through sample (one-hot forward, softmax gradient).
@@ -200,16 +205,6 @@ class OneHotCategorical(D.OneHotCategorical):
     """
 
     has_rsample = True
-
-    def __init__(
-        self,
-        logits: torch.Tensor | None = None,
-        probs: torch.Tensor | None = None,
-        mask: torch.Tensor | None = None,
-        validate_args: bool | None = None,
-    ) -> None:
-        self.mask = mask
-        super().__init__(logits=_masked_logits(logits, probs, mask), validate_args=validate_args)
 
     @property
     def mode(self) -> torch.Tensor:

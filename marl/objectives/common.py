@@ -401,6 +401,16 @@ class LossModule(KeyedModule):
         term = td.get(self.tensor_keys.terminated, None)
         return td.get(self.tensor_keys.done) if term is None else term
 
+    def _td_target(self, td: TensorDictBase, next_value: torch.Tensor) -> torch.Tensor:
+        """:func:`td_target` on ``td``'s reward and termination flags with ``self.gamma``."""
+        return td_target(
+            self.gamma,
+            td.get(self.tensor_keys.reward),
+            self._terminated(td),
+            next_value,
+            td.batch_dims,
+        )
+
     def _write_td_error(self, td: TensorDictBase, error: torch.Tensor) -> None:
         """Store ``|error|`` (trailing singleton dropped) at the ``priority`` key."""
         err = error.detach().abs()

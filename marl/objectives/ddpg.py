@@ -16,7 +16,6 @@ from marl.objectives.common import (
     LossModule,
     distance_loss,
     next_keys,
-    td_target,
     unique_keys,
 )
 from marl.objectives.settings import DDPGSettings
@@ -102,13 +101,7 @@ class DDPGLoss(LossModule):
         with torch.no_grad():
             next_td = self.target_actor(self._select(tensordict.get("next")))
             next_q = self.target_value_network(next_td).get(k.state_action_value)
-            target = td_target(
-                self.gamma,
-                tensordict.get(k.reward),
-                self._terminated(tensordict),
-                next_q,
-                tensordict.batch_dims,
-            )
+            target = self._td_target(tensordict, next_q)
         data_td = self._select(tensordict)
         q = self.value_network(data_td.copy()).get(k.state_action_value)
         q, target = torch.broadcast_tensors(q, target)

@@ -14,12 +14,19 @@ from marl.objectives.common import (
     LossModule,
     distance_loss,
     next_keys,
-    td_target,
     unique_keys,
 )
 from marl.objectives.settings import DQNSettings
 
-__all__ = ["DQNLoss", "chosen_action_value", "masked_max_action_value"]
+__all__ = ["ACTION_VALUE_KEYS", "DQNLoss", "chosen_action_value", "masked_max_action_value"]
+
+ACTION_VALUE_KEYS: dict[str, NestedKey] = {
+    "action": "action",
+    "action_value": "action_value",
+    "action_mask": "action_mask",
+}
+"""The entries a Q-learning loss reads from a batch (DQN's and PQN's; QMIX nests them under its agents): the taken
+``action``, the Q-network's ``action_value`` and the optional ``action_mask``."""
 
 
 def chosen_action_value(action_value: torch.Tensor, action: torch.Tensor) -> torch.Tensor:
@@ -100,12 +107,7 @@ class DQNLoss(LossModule):
         torch.Size([])
     """
 
-    default_keys: ClassVar[dict[str, NestedKey]] = {
-        "action": "action",
-        "action_value": "action_value",
-        "action_mask": "action_mask",
-        **PER_AGENT_KEYS,
-    }
+    default_keys: ClassVar[dict[str, NestedKey]] = {**ACTION_VALUE_KEYS, **PER_AGENT_KEYS}
 
     def __init__(
         self,
@@ -150,13 +152,7 @@ class DQNLoss(LossModule):
             next_q = masked_max_action_value(
                 next_q_target, next_td.get(k.action_mask, None), select
             )
-            target = td_target(
-                self.gamma,
-                tensordict.get(k.reward),
-                self._terminated(tensordict),
-                next_q,
-                tensordict.batch_dims,
-            )
+            target = self._td_target(tensordict, next_q)
         q, target = torch.broadcast_tensors(q, target)
         self._write_td_error(tensordict, q - target)
         weight = self.loss_weight(tensordict)

@@ -136,7 +136,22 @@ class ValueEstimator(KeyedModule):
         raise NotImplementedError
 
 
-class GAE(ValueEstimator):
+class _LambdaEstimator(ValueEstimator):
+    """The constructor GAE and TD(lambda) share: ``gamma`` and their ``lmbda``."""
+
+    def __init__(
+        self,
+        *,
+        gamma: float = 0.99,
+        lmbda: float = 0.95,
+        value_network: TensorDictModuleBase | None = None,
+        differentiable: bool = False,
+    ) -> None:
+        super().__init__(gamma=gamma, value_network=value_network, differentiable=differentiable)
+        self.lmbda = lmbda
+
+
+class GAE(_LambdaEstimator):
     """Generalized advantage estimation; see :func:`marl.objectives.value.generalized_advantage_estimate`.
 
     Args:
@@ -153,17 +168,6 @@ class GAE(ValueEstimator):
         >>> GAE(gamma=0.5, lmbda=1.0)(td)["advantage"][0, :, 0, 0].tolist()
         [1.75, 1.5, 1.0]
     """
-
-    def __init__(
-        self,
-        *,
-        gamma: float = 0.99,
-        lmbda: float = 0.95,
-        value_network: TensorDictModuleBase | None = None,
-        differentiable: bool = False,
-    ) -> None:
-        super().__init__(gamma=gamma, value_network=value_network, differentiable=differentiable)
-        self.lmbda = lmbda
 
     def _estimate(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         t = self._time_dim(td)
@@ -213,7 +217,7 @@ class TD0(ValueEstimator):
         return target - expand_after_batch(value, ndim, b), target
 
 
-class TDLambda(ValueEstimator):
+class TDLambda(_LambdaEstimator):
     """TD(lambda) returns; see :func:`marl.objectives.value.td_lambda_return_estimate`.
 
     Args:
@@ -230,17 +234,6 @@ class TDLambda(ValueEstimator):
         >>> TDLambda(gamma=0.5, lmbda=1.0)(td)["value_target"].flatten().tolist()
         [1.75, 1.5, 1.0]
     """
-
-    def __init__(
-        self,
-        *,
-        gamma: float = 0.99,
-        lmbda: float = 0.95,
-        value_network: TensorDictModuleBase | None = None,
-        differentiable: bool = False,
-    ) -> None:
-        super().__init__(gamma=gamma, value_network=value_network, differentiable=differentiable)
-        self.lmbda = lmbda
 
     def _estimate(self, td: TensorDictBase) -> tuple[torch.Tensor, torch.Tensor]:
         t = self._time_dim(td)

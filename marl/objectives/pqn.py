@@ -32,7 +32,7 @@ from marl.objectives.common import (
     distance_loss,
     unique_keys,
 )
-from marl.objectives.dqn import chosen_action_value, masked_max_action_value
+from marl.objectives.dqn import ACTION_VALUE_KEYS, chosen_action_value, masked_max_action_value
 from marl.objectives.estimators import ValueEstimator
 from marl.objectives.settings import PQNSettings
 from marl.objectives.value import td_lambda_return_estimate
@@ -80,9 +80,7 @@ class QLambda(ValueEstimator):
 
     default_keys: ClassVar[dict[str, NestedKey]] = {
         **ValueEstimator.default_keys,
-        "action": "action",
-        "action_value": "action_value",
-        "action_mask": "action_mask",
+        **ACTION_VALUE_KEYS,
     }
 
     def __init__(

@@ -24,7 +24,6 @@ from marl.objectives.common import (
     match_log_prob,
     next_keys,
     q_ensemble,
-    td_target,
     unique_keys,
 )
 from marl.objectives.dqn import chosen_action_value
@@ -164,7 +163,6 @@ class SACLoss(_SACBase):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         k = self.tensor_keys
-        b = tensordict.batch_dims
         alpha = self.alpha
         # -- critic: soft Bellman target from the next state --------------------------
         with torch.no_grad():
@@ -175,9 +173,7 @@ class SACLoss(_SACBase):
             next_td.set(k.action, next_action)
             next_q = self._min_q(self.target_qvalue_networks, next_td, detach_params=False)
             next_v = next_q - alpha * match_log_prob(next_log_prob, next_q)
-            target = td_target(
-                self.gamma, tensordict.get(k.reward), self._terminated(tensordict), next_v, b
-            )
+            target = self._td_target(tensordict, next_v)
         weight = self.loss_weight(tensordict)
         data_td = self._select(tensordict)
         preds = [net(data_td.copy()).get(k.state_action_value) for net in self.qvalue_networks]
@@ -266,16 +262,13 @@ class DiscreteSACLoss(_SACBase):
 
     def forward(self, tensordict: TensorDictBase) -> TensorDict:
         k = self.tensor_keys
-        b = tensordict.batch_dims
         alpha = self.alpha
         with torch.no_grad():
             next_td = self._select(tensordict.get("next"))
             next_p, next_logp = self._probs(next_td, self.actor)
             next_q = torch.stack(self._all_q(self.target_qvalue_networks, next_td)).amin(0)
             next_v = (next_p * (next_q - alpha * next_logp)).sum(-1, keepdim=True)
-            target = td_target(
-                self.gamma, tensordict.get(k.reward), self._terminated(tensordict), next_v, b
-            )
+            target = self._td_target(tensordict, next_v)
         weight = self.loss_weight(tensordict)
         data_td = self._select(tensordict)
         all_q = self._all_q(self.qvalue_networks, data_td)

@@ -10,15 +10,13 @@ from tensordict.nn import TensorDictModuleBase
 from tensordict.utils import NestedKey
 
 from marl.objectives.common import (
-    PER_AGENT_KEYS,
     LossModule,
     distance_loss,
     next_keys,
     q_ensemble,
-    td_target,
     unique_keys,
 )
-from marl.objectives.ddpg import q_frozen
+from marl.objectives.ddpg import DDPGLoss, q_frozen
 from marl.objectives.settings import TD3Settings
 
 __all__ = ["TD3Loss"]
@@ -63,11 +61,8 @@ class TD3Loss(LossModule):
         [True, False, True]
     """
 
-    default_keys: ClassVar[dict[str, NestedKey]] = {
-        "action": "action",
-        "state_action_value": "state_action_value",
-        **PER_AGENT_KEYS,
-    }
+    # DDPG's entries: TD3 reads and writes the same keys
+    default_keys: ClassVar[dict[str, NestedKey]] = DDPGLoss.default_keys
 
     def __init__(
         self,
@@ -135,13 +130,7 @@ class TD3Loss(LossModule):
                 net(next_td.copy()).get(k.state_action_value) for net in self.target_qvalue_networks
             ]
             next_q = torch.stack(torch.broadcast_tensors(*next_qs)).amin(0)
-            target = td_target(
-                self.gamma,
-                tensordict.get(k.reward),
-                self._terminated(tensordict),
-                next_q,
-                tensordict.batch_dims,
-            )
+            target = self._td_target(tensordict, next_q)
         data_td = self._select(tensordict)
         preds = [net(data_td.copy()).get(k.state_action_value) for net in self.qvalue_networks]
         preds = [torch.broadcast_tensors(p, target)[0] for p in preds]

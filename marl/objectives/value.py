@@ -154,6 +154,23 @@ def _defaults(done: torch.Tensor, terminated: torch.Tensor | None) -> torch.Tens
     return done if terminated is None else terminated
 
 
+def _align_steps(
+    ref: torch.Tensor,
+    time_dim: int,
+    done: torch.Tensor,
+    terminated: torch.Tensor | None,
+    values: dict[str, torch.Tensor],
+    extra: dict[str, torch.Tensor] | None = None,
+) -> tuple[int, dict[str, torch.Tensor], torch.Size]:
+    # the estimators' common start: the time position (read on ``ref``) and the step's
+    # tensors with its done/terminated flags, aligned by ``_align`` (in this order)
+    t = _time_pos(ref, time_dim)
+    terminated = _defaults(done, terminated)
+    flags = {"done": _flags(done), "terminated": _flags(terminated)}
+    al, shape = _align({**values, **flags, **(extra or {})}, t)
+    return t, al, shape
+
+
 def generalized_advantage_estimate(
     gamma: float,
     lmbda: float,
@@ -191,17 +208,12 @@ def generalized_advantage_estimate(
         >>> adv.flatten().tolist()
         [1.75, 1.5, 1.0]
     """
-    t = _time_pos(state_value, time_dim)
-    terminated = _defaults(done, terminated)
-    al, shape = _align(
-        {
-            "state_value": state_value,
-            "next_state_value": next_state_value,
-            "reward": reward,
-            "done": _flags(done),
-            "terminated": _flags(terminated),
-        },
-        t,
+    t, al, shape = _align_steps(
+        state_value,
+        time_dim,
+        done,
+        terminated,
+        {"state_value": state_value, "next_state_value": next_state_value, "reward": reward},
     )
     v, nv = al["state_value"], al["next_state_value"]
     r = al["reward"].to(v.dtype)
@@ -313,16 +325,12 @@ def td_lambda_return_estimate(
         >>> td_lambda_return_estimate(0.5, 1.0, nv, torch.ones(1, 3, 1), d).flatten().tolist()
         [1.75, 1.5, 1.0]
     """
-    t = _time_pos(next_state_value, time_dim)
-    terminated = _defaults(done, terminated)
-    al, shape = _align(
-        {
-            "next_state_value": next_state_value,
-            "reward": reward,
-            "done": _flags(done),
-            "terminated": _flags(terminated),
-        },
-        t,
+    t, al, shape = _align_steps(
+        next_state_value,
+        time_dim,
+        done,
+        terminated,
+        {"next_state_value": next_state_value, "reward": reward},
     )
     nv = al["next_state_value"]
     r = al["reward"].to(nv.dtype)
@@ -388,19 +396,13 @@ def vtrace_advantage_estimate(
         >>> vs.flatten().tolist()
         [2.0, 1.0]
     """
-    t = _time_pos(state_value, time_dim)
-    terminated = _defaults(done, terminated)
-    al, shape = _align(
-        {
-            "state_value": state_value,
-            "next_state_value": next_state_value,
-            "reward": reward,
-            "done": _flags(done),
-            "terminated": _flags(terminated),
-            "log_pi": log_pi,
-            "log_mu": log_mu,
-        },
-        t,
+    t, al, shape = _align_steps(
+        state_value,
+        time_dim,
+        done,
+        terminated,
+        {"state_value": state_value, "next_state_value": next_state_value, "reward": reward},
+        {"log_pi": log_pi, "log_mu": log_mu},
     )
     v, nv = al["state_value"], al["next_state_value"]
     ratio = (al["log_pi"] - al["log_mu"]).exp().to(v.dtype)

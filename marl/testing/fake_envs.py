@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import EnvBase, make_done_spec, reset_where, seed_generator, set_done_flags
 from marl.groups import GroupMap
 from marl.specs import Bounded, Categorical, Composite, Unbounded
 
@@ -197,19 +197,12 @@ class MultiAgentFakeEnv(EnvBase):
             ("walker", slice(0, self.N_WALKERS)),
             ("picker", slice(self.N_WALKERS, None)),
         ):
-            flag = dead[..., sl, None].to(self.device)
-            out.set((g, "done"), flag)
-            out.set((g, "terminated"), flag.clone())
-            out.set((g, "truncated"), torch.zeros_like(flag))
-        env_done = dead.all(-1, keepdim=True).to(self.device).reshape(*b, 1)
-        out.set("done", env_done)
-        out.set("terminated", env_done.clone())
-        out.set("truncated", torch.zeros_like(env_done))
+            set_done_flags(out, dead[..., sl, None].to(self.device), (g,))
+        set_done_flags(out, dead.all(-1, keepdim=True).to(self.device).reshape(*b, 1))
 
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
         b = self.batch_size
-        mask = td.get("_reset", None) if td is not None else None
-        where = torch.ones(b, dtype=torch.bool) if mask is None else mask.reshape(b).to("cpu")
+        where = reset_where(td, b)
         horizon = torch.randint(
             self.min_steps,
             self.max_steps + 1,
@@ -248,10 +241,7 @@ class MultiAgentFakeEnv(EnvBase):
         return out
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)
 
 
 class SingleAgentFakeEnv(EnvBase):
@@ -316,8 +306,7 @@ class SingleAgentFakeEnv(EnvBase):
 
     def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
         b = self.batch_size
-        mask = td.get("_reset", None) if td is not None else None
-        where = torch.ones(b, dtype=torch.bool) if mask is None else mask.reshape(b).to("cpu")
+        where = reset_where(td, b)
         self._t = torch.where(where, torch.zeros_like(self._t), self._t)
         self._obs = torch.where(where[..., None], self._draw_obs(), self._obs)
         return TensorDict({"observation": self._obs.clone()}, batch_size=b).to(self.device)
@@ -345,7 +334,4 @@ class SingleAgentFakeEnv(EnvBase):
         ).to(self.device)
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)

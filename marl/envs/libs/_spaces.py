@@ -124,7 +124,12 @@ def space_to_spec(
         n = space.n if isinstance(space.n, int) else int(np.prod(space.n))
         shape = (*batch, *np.atleast_1d(space.n).tolist())
         return Binary(shape=shape, dtype=torch.int8, device=device) if n else Unbounded(shape)
-    if kind == "Dict":
+    if kind in ("Dict", "Tuple"):
+        # a Tuple's entries are named by their positions
+        if kind == "Dict":
+            subs = space.spaces.items()
+        else:
+            subs = ((str(i), sub) for i, sub in enumerate(space.spaces))
         return Composite(
             {
                 k: space_to_spec(
@@ -135,23 +140,7 @@ def space_to_spec(
                     float_dtype=float_dtype,
                     keep_float64=keep_float64,
                 )
-                for k, sub in space.spaces.items()
-            },
-            shape=batch,
-            device=device,
-        )
-    if kind == "Tuple":
-        return Composite(
-            {
-                str(i): space_to_spec(
-                    sub,
-                    batch,
-                    categorical=categorical,
-                    device=device,
-                    float_dtype=float_dtype,
-                    keep_float64=keep_float64,
-                )
-                for i, sub in enumerate(space.spaces)
+                for k, sub in subs
             },
             shape=batch,
             device=device,

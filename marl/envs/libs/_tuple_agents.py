@@ -21,10 +21,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict
 
 from marl.envs.batched import arrays_to_td, env_flag_arrays
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import make_done_spec
+from marl.envs.libs._host_steps import HostStepsEnv
 from marl.envs.libs._spaces import (
     numpy_to_torch_dtype,
     space_to_spec,
@@ -35,10 +36,8 @@ from marl.specs import Composite, NestedKey, OneHot, Unbounded
 
 __all__ = ["TupleAgentsEnv"]
 
-_SCALAR = torch.Size([])
 
-
-class TupleAgentsEnv(EnvBase):
+class TupleAgentsEnv(HostStepsEnv):
     """A Gymnasium env with ``Tuple`` spaces over agents, agents stacked by group.
 
     Subclasses name the package (``package``, ``extra``) and may override
@@ -115,14 +114,12 @@ class TupleAgentsEnv(EnvBase):
         super().__init__(batch_size=(), device=device, group_map=GroupMap.build(group_map, agents))
         self.agent_names = agents
         self.n_agents = n
-        self.categorical_actions = categorical_actions
-        self.keep_float64 = keep_float64
-        self.check_actions = check_actions
-        self._reward_dtype = np.float64 if keep_float64 else np.float32
-        self._seed_next: int | None = seed
-        self._make_specs()
-        if seed is not None:
-            self.set_seed(seed)
+        self._host_options(
+            categorical_actions=categorical_actions,
+            keep_float64=keep_float64,
+            check_actions=check_actions,
+            seed=seed,
+        )
 
     # ------------------------------------------------------------ construction
     def _import_package(self) -> Any:
@@ -272,11 +269,6 @@ class TupleAgentsEnv(EnvBase):
         return actions
 
     # ------------------------------------------------------------ reset / step
-    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
-
-    def _step(self, td: TensorDictBase) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
 
     def reset_arrays(self) -> dict[str, Any]:
         """Reset; the first observations and flags as numpy arrays (see

@@ -16,10 +16,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict
 
 from marl.envs.batched import arrays_to_td, env_flag_arrays
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import make_done_spec
+from marl.envs.libs._host_steps import HostStepsEnv
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
 
@@ -30,7 +31,6 @@ N_ACTIONS = 6
 #: channels of the lossless encoding (players, orientations, terrain, pot contents, items, urgency)
 N_CHANNELS = 26
 _AGENTS = ["agent_0", "agent_1"]
-_SCALAR = torch.Size([])
 
 
 def _import_package() -> Any:
@@ -56,7 +56,7 @@ def layouts() -> list[str]:
     return sorted(p.stem for p in folder.glob("*.layout"))
 
 
-class OvercookedEnv(EnvBase):
+class OvercookedEnv(HostStepsEnv):
     """An Overcooked-AI kitchen (``overcooked-ai`` 1.1), two players, unbatched.
 
     Keys, with the default single group ``"agent"`` of the two players
@@ -221,11 +221,6 @@ class OvercookedEnv(EnvBase):
         return tuple(table[i] for i in actions)
 
     # ------------------------------------------------------------ reset / step
-    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
-
-    def _step(self, td: TensorDictBase) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
 
     def reset_arrays(self) -> dict[str, Any]:
         """Reset; the first observations and flags as numpy arrays (see

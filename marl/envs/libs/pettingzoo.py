@@ -14,10 +14,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from tensordict import TensorDict, TensorDictBase
+from tensordict import TensorDict
 
 from marl.envs.batched import arrays_to_td, env_flag_arrays
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import make_done_spec
+from marl.envs.libs._host_steps import HostStepsEnv
 from marl.envs.libs._spaces import (
     numpy_to_torch_dtype,
     space_kind,
@@ -85,7 +86,7 @@ def find_task(task: str) -> Any:
     raise ValueError(f"unknown PettingZoo task {task!r} (searched {families}); {hint}")
 
 
-class PettingZooEnv(EnvBase):
+class PettingZooEnv(HostStepsEnv):
     """A PettingZoo env with agents stacked by group (parallel or AEC API).
 
     Keys (``g`` a group of ``n_g`` agents):
@@ -202,14 +203,12 @@ class PettingZooEnv(EnvBase):
         self.use_mask = use_mask or not self.parallel
         self.return_state = return_state
         self.done_on_any = done_on_any
-        self.categorical_actions = categorical_actions
-        self.keep_float64 = keep_float64
-        self.check_actions = check_actions
-        self._reward_dtype = np.float64 if keep_float64 else np.float32
-        self._seed_next: int | None = seed
-        self._make_specs()
-        if seed is not None:
-            self.set_seed(seed)
+        self._host_options(
+            categorical_actions=categorical_actions,
+            keep_float64=keep_float64,
+            check_actions=check_actions,
+            seed=seed,
+        )
 
     # ------------------------------------------------------------ specs
     def _make_specs(self) -> None:
@@ -410,11 +409,6 @@ class PettingZooEnv(EnvBase):
         return actions
 
     # ------------------------------------------------------------ reset / step
-    def _reset(self, td: TensorDictBase | None) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.reset_arrays(), _SCALAR)
-
-    def _step(self, td: TensorDictBase) -> TensorDictBase:
-        return self.arrays_to_tensordict(self.step_arrays(td), _SCALAR)
 
     def reset_arrays(self) -> dict[str, Any]:
         """Reset; the first observations and flags as nested numpy arrays.
@@ -520,9 +514,6 @@ def _np_dtype(dtype: torch.dtype) -> np.dtype:
     if dtype == torch.bool:
         return np.dtype(bool)
     return torch.empty((), dtype=dtype).numpy().dtype
-
-
-_SCALAR = torch.Size([])
 
 
 def _agent_row(action: Any, j: int) -> Any:

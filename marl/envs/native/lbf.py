@@ -39,7 +39,7 @@ import torch
 from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.batched import new_td
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import EnvBase, make_done_spec, seed_generator
 from marl.envs.native import lbf_rules as rules
 from marl.envs.native.lbf_render import draw_frame
 from marl.groups import GroupMap, GroupMapLike
@@ -379,10 +379,7 @@ class LBFEnv(EnvBase):
         return a.reshape(self._n, -1)
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)
 
     # ------------------------------------------------------------ state
     def get_state(self) -> TensorDict:

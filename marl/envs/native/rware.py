@@ -38,7 +38,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import EnvBase, make_done_spec, seed_generator
 from marl.envs.native.rware_core import (
     check_args,
     enum_name,
@@ -466,10 +466,7 @@ class RwareEnv(EnvBase):
         return (free & (rank == k[:, None])).long().argmax(1)
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)
 
     def render(self, mode: str = "rgb_array", env_index: int = 0) -> np.ndarray:
         """An RGB frame ``[H * 20, W * 20, 3]`` uint8 of sub-env ``env_index``, drawn with numpy.

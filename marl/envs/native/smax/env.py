@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from tensordict import TensorDict, TensorDictBase
 
-from marl.envs.common import EnvBase, make_done_spec
+from marl.envs.common import EnvBase, make_done_spec, seed_generator
 from marl.envs.native.smax.heuristic import heuristic_actions
 from marl.envs.native.smax.observations import (
     avail_actions,
@@ -392,10 +392,7 @@ class SmaxEnv(EnvBase):
         return out
 
     def _set_seed(self, seed: int | None) -> None:
-        if seed is None:
-            self._gen.seed()
-        else:
-            self._gen.manual_seed(int(seed))
+        seed_generator(self._gen, seed)
 
     # ------------------------------------------------------------ render
     def render(self, mode: str = "rgb_array", env_index: int = 0, size: int = 256) -> np.ndarray:

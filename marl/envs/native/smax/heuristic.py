@@ -44,7 +44,7 @@ from marl.envs.native.smax.units import (
     NUM_UNIT_TYPES,
     UNIT_FEATURES,
 )
-from marl.envs.native.smax.world import Rules, _norm
+from marl.envs.native.smax.world import Rules, plane_norm
 
 __all__ = ["heuristic_actions"]
 
@@ -111,7 +111,7 @@ def heuristic_actions(
     sight = tab["sight_range"][unit_type][..., None, None]
     target_pos = others[..., 1:3] * sight  # relative to the enemy
     visible = others[..., 0] > 0
-    dist = _norm(target_pos)
+    dist = plane_norm(target_pos)
     shootable = (dist < tab["attack_range"][unit_type][..., None]) & visible
     can_shoot = shootable.any(-1)
 

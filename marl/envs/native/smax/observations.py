@@ -27,7 +27,7 @@ import torch.nn.functional as F
 
 from marl.envs.native.smax.units import NUM_MOVE_ACTIONS, NUM_UNIT_TYPES, OWN_FEATURES
 from marl.envs.native.smax.units import UNIT_FEATURES as _UF
-from marl.envs.native.smax.world import Rules, _norm
+from marl.envs.native.smax.world import Rules, plane_norm
 
 __all__ = ["avail_actions", "obs_size", "observe", "state_size", "world_state"]
 
@@ -93,7 +93,7 @@ def observe(rules: Rules, s: dict, observers: slice = slice(None)) -> torch.Tens
         hidden = ~rules.same_team[observers]
         feats[..., 3:6] = torch.where(hidden[..., None], 0.0, feats[..., 3:6])
     alive = s["alive"]
-    keep = (_norm(delta) < sight) & alive[:, observers, None] & alive[:, order]
+    keep = (plane_norm(delta) < sight) & alive[:, observers, None] & alive[:, order]
     feats = torch.where(keep[..., None], feats, 0.0)
     return torch.cat([feats.reshape(n_env, m, -1), own_features(rules, s, observers)], -1)
 
@@ -126,7 +126,7 @@ def avail_actions(rules: Rules, s: dict) -> torch.Tensor:
     """
     na = rules.na
     pos, alive = s["positions"], s["alive"]
-    dist = _norm(pos[:, None, :] - pos[:, :na, None])  # [N, na, n]: unit j from ally i
+    dist = plane_norm(pos[:, None, :] - pos[:, :na, None])  # [N, na, n]: unit j from ally i
     attack_range = rules.tab["attack_range"][s["unit_types"][:, :na]]
     shootable = (dist < attack_range[..., None]) & alive[:, None, :]
     shootable = shootable[:, :, na:] & alive[:, :na, None]

@@ -27,7 +27,7 @@ from marl.envs.native.smax.units import (
     unit_table,
 )
 
-__all__ = ["STATE_KEYS", "Rules"]
+__all__ = ["STATE_KEYS", "Rules", "plane_norm"]
 
 # name -> (per-unit?, dtype); "default_target"/"last_attacked" are the heuristic
 # enemy's policy state (one row per enemy), "step" the env step counter.
@@ -45,7 +45,15 @@ STATE_KEYS = {
 }
 
 
-def _norm(x: torch.Tensor) -> torch.Tensor:
+def plane_norm(x: torch.Tensor) -> torch.Tensor:
+    """The Euclidean length of 2-vectors along the last dim, as SMAX computes it.
+
+    Args:
+        x: vectors, ``[..., 2]``.
+
+    Returns:
+        Their lengths, ``[...]``.
+    """
     # jnp.linalg.norm of a 2-vector is sqrt(x0^2 + x1^2); torch's vector_norm may scale
     return torch.sqrt((x * x).sum(-1))
 
@@ -161,7 +169,7 @@ class Rules:
         target = plan["target"]
         target_pos = torch.gather(pos, 1, plan["target2"])
         valid = (
-            (_norm(pos - target_pos) < plan["range"])
+            (plane_norm(pos - target_pos) < plan["range"])
             & alive
             & torch.gather(alive, 1, target)
             & plan["not_self"]
@@ -193,7 +201,7 @@ class Rules:
             radii = r[:, :, None] + r[:, None, :]
         pair = alive[:, :, None] & alive[:, None, :]
         delta = pos[:, :, None] - pos[:, None, :]
-        dist = _norm(delta) + self.eye + 1e-6
+        dist = plane_norm(delta) + self.eye + 1e-6
         overlap = torch.where(pair, torch.relu(radii / dist - 1.0), 0.0)
         pushed = pos + (delta * overlap[..., None]).sum(2) / 2
         s["positions"] = torch.where(alive[..., None], pushed, pos)
