@@ -131,6 +131,22 @@ def _fsync(path: Path) -> None:
 
 
 @contextlib.contextmanager
+def _replace_when_done(
+    tmp: Path, path: Path, before_replace: Callable[[], Any] | None
+) -> Iterator[None]:
+    # The one ending of every atomic writer: the block completes the temp file, then
+    # it goes over ``path``; any error (interrupts included) removes it instead.
+    try:
+        yield
+        if before_replace is not None:
+            before_replace()
+        replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+@contextlib.contextmanager
 def atomic_write(
     path: str | os.PathLike[str],
     mode: str = "wb",
@@ -184,7 +200,7 @@ def atomic_write(
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     tmp, fd = _reserve(path, keep_suffix=False)
-    try:
+    with _replace_when_done(tmp, path, before_replace):
         try:
             if permissions is not None:
                 os.fchmod(fd, permissions)
@@ -197,12 +213,6 @@ def atomic_write(
             f.flush()
             if fsync:
                 os.fsync(f.fileno())
-        if before_replace is not None:
-            before_replace()
-        replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 @contextlib.contextmanager
@@ -240,16 +250,10 @@ def atomic_path(
     path = Path(path)
     tmp, fd = _reserve(path, keep_suffix)
     os.close(fd)
-    try:
+    with _replace_when_done(tmp, path, before_replace):
         yield tmp
         if fsync:
             _fsync(tmp)
-        if before_replace is not None:
-            before_replace()
-        replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def atomic_write_text(

@@ -35,7 +35,12 @@ from pathlib import Path
 from typing import Any
 
 from marl._resources import data_folder
-from marl.report.references import Reference, ReferenceFormatError, parse_references
+from marl.report.references import (
+    Reference,
+    ReferenceFormatError,
+    check_keys,
+    parse_references,
+)
 
 __all__ = ["Run", "Suite", "SuiteError", "list_suites", "load_suite", "merge_overrides"]
 
@@ -289,15 +294,7 @@ def suite_from_dict(data: Any, name: str, path: Path | None = None) -> Suite:
     where = f"suite {name}"
     if not isinstance(data, Mapping):
         raise SuiteError(f"{where}: expected a mapping of {list(_REQUIRED)}, got {data!r:.80}")
-    unknown = sorted(set(data) - set(_REQUIRED) - set(_OPTIONAL))
-    if unknown:
-        raise SuiteError(
-            f"{where}: unknown key(s) {unknown}; expected {list(_REQUIRED)} and optionally "
-            f"{list(_OPTIONAL)}"
-        )
-    missing = [k for k in _REQUIRED if k not in data]
-    if missing:
-        raise SuiteError(f"{where}: missing required key(s) {missing}")
+    check_keys(data, _REQUIRED, _OPTIONAL, where, SuiteError, "key(s)", "required key(s)")
     if not isinstance(data["description"], str):
         raise SuiteError(f"{where}: description: expected a string, got {data['description']!r}")
     algorithms = _strings(data["algorithms"], f"{where}: algorithms")

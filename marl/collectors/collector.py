@@ -19,6 +19,7 @@ from torch import nn
 
 from marl.collectors.utils import (
     TRAJ_IDS_KEY,
+    CollectorLifetime,
     as_device,
     assign_traj_ids,
     env_state_owner,
@@ -37,7 +38,7 @@ __all__ = ["Collector"]
 Policy = Callable[[TensorDictBase], TensorDictBase]
 
 
-class Collector:
+class Collector(CollectorLifetime):
     """Collect ``[*env_batch, T]`` batches from an env with a policy, in this process.
 
     Frames are env steps times the env batch numel: one step of a VMAS env with
@@ -531,12 +532,6 @@ class Collector:
         self._closed = True
         if self._owns_env and not self.env.is_closed:
             self.env.close()
-
-    def __enter__(self) -> Collector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (

@@ -15,7 +15,6 @@ hanging.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import multiprocessing as mp
 import os
@@ -33,12 +32,13 @@ from marl.collectors._worker import worker_main
 from marl.collectors.collector import Policy
 from marl.collectors.utils import (
     WORKER_ID_KEY,
+    CollectorLifetime,
     CollectorWorkerError,
     check_replay_buffer,
-    finish_batch,
     plan_worker_frames,
     round_total_frames,
 )
+from marl.envs.batched import stop_workers
 from marl.envs.common import EnvBase
 
 __all__ = ["MultiAsyncCollector", "MultiSyncCollector"]
@@ -46,7 +46,7 @@ __all__ = ["MultiAsyncCollector", "MultiSyncCollector"]
 EnvFn = Callable[[], EnvBase]
 
 
-class _MultiCollector:
+class _MultiCollector(CollectorLifetime):
     """Worker pool, messaging and frame accounting shared by the sync and async collectors."""
 
     _sync = True
@@ -278,8 +278,7 @@ class _MultiCollector:
                 ``None`` to send the current weights of the policy given at
                 construction.
         """
-        if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is shut down")
+        self._check_open()
         if self._shared_weights is None:
             if weights is None:
                 return
@@ -314,15 +313,19 @@ class _MultiCollector:
         if "policy" in state and isinstance(self.policy, nn.Module):
             self.update_policy_weights_(state["policy"])
 
-    def _finish(self, td: TensorDictBase) -> TensorDictBase | None:
-        if self.storing_device is not None:
-            td = td.to(self.storing_device)
-        return finish_batch(
-            td,
-            split_trajs=self.split_trajs,
-            postproc=self.postproc,
-            replay_buffer=self.replay_buffer,
-        )
+    def __iter__(self) -> Iterator[TensorDictBase | None]:
+        """Yield :meth:`next_batch` until ``total_frames``: stacked ``[num_workers,
+        *env_batch, T]`` batches (sync), or one worker's ``[*env_batch, T]`` at a time
+        (async)."""
+        while not self._done():
+            yield self.next_batch()
+
+    def next_batch(self) -> TensorDictBase | None:
+        raise NotImplementedError  # the sync and async collectors each have their own
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"{type(self).__name__} is shut down")
 
     def _done(self) -> bool:
         return 0 <= self.total_frames <= self._frames
@@ -332,28 +335,9 @@ class _MultiCollector:
         if self._closed:
             return
         self._closed = True
-        for i, proc in enumerate(self._procs):
-            if proc.is_alive():
-                with contextlib.suppress(BrokenPipeError, OSError):
-                    self._conns[i].send(("close", None))
-        for proc in self._procs:
-            proc.join(timeout=5)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=5)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
-        for conn in self._conns:
-            conn.close()
+        stop_workers(self._procs, self._conns)
         self._buffers = [None] * self.num_workers
         self._in_flight.clear()
-
-    def __enter__(self) -> _MultiCollector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def __del__(self) -> None:
         try:
@@ -425,15 +409,9 @@ class MultiSyncCollector(_MultiCollector):
 
     _sync = True
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        """Yield ``[num_workers, *env_batch, T]`` batches until ``total_frames``."""
-        while not self._done():
-            yield self.next_batch()
-
     def next_batch(self) -> TensorDictBase | None:
         """Collect one batch from every worker and return them stacked."""
-        if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is shut down")
+        self._check_open()
         for i in range(self.num_workers):
             self._dispatch(i)
         for i in range(self.num_workers):
@@ -480,15 +458,9 @@ class MultiAsyncCollector(_MultiCollector):
 
     _sync = False
 
-    def __iter__(self) -> Iterator[TensorDictBase | None]:
-        """Yield one worker's ``[*env_batch, T]`` batch at a time, until ``total_frames``."""
-        while not self._done():
-            yield self.next_batch()
-
     def next_batch(self) -> TensorDictBase | None:
         """Wait for the next worker batch and return it (with its worker id)."""
-        if self._closed:
-            raise RuntimeError(f"{type(self).__name__} is shut down")
+        self._check_open()
         for i in range(self.num_workers):
             if i not in self._in_flight and self._needs_more(extra=len(self._in_flight)):
                 self._dispatch(i)

@@ -19,9 +19,9 @@ from torch import nn
 from marl.collectors.collector import Collector, Policy
 from marl.collectors.utils import (
     WORKER_ID_KEY,
+    CollectorLifetime,
     CollectorWorkerError,
     check_replay_buffer,
-    finish_batch,
     make_env,
     plan_worker_frames,
     round_total_frames,
@@ -103,7 +103,7 @@ class _CollectorActor:
             self.env.close()
 
 
-class RayCollector:
+class RayCollector(CollectorLifetime):
     """Collect with :class:`Collector` s running as Ray actors.
 
     Connects to an existing Ray cluster (``address=``, or one already
@@ -280,14 +280,7 @@ class RayCollector:
             out.set(WORKER_ID_KEY, torch.full(out.batch_size, i, dtype=torch.long))
             self._frames += self._worker_frames[i]
         self._iter += 1
-        if self.storing_device is not None:
-            out = out.to(self.storing_device)
-        return finish_batch(
-            out,
-            split_trajs=self.split_trajs,
-            postproc=self.postproc,
-            replay_buffer=self.replay_buffer,
-        )
+        return self._finish(out)
 
     def _check_updates(self) -> None:
         """Raise if a weight update that has finished failed; forget the ones that succeeded."""
@@ -378,12 +371,6 @@ class RayCollector:
         self._weight_refs.clear()
         if self._started_ray:
             ray.shutdown()
-
-    def __enter__(self) -> RayCollector:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.shutdown()
 
     def __repr__(self) -> str:
         return (

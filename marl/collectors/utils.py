@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 from tensordict import TensorDictBase
@@ -210,6 +210,44 @@ def finish_batch(
         replay_buffer.extend(td)
         return None
     return td
+
+
+_C = TypeVar("_C", bound="CollectorLifetime")
+
+
+class CollectorLifetime:
+    """What every collector does the same way with its batches and its lifetime: it is
+    its own context manager (``with`` shuts it down), and a finished batch moves to
+    ``storing_device`` before :func:`finish_batch`.
+
+    A subclass sets ``storing_device``, ``split_trajs``, ``postproc`` and
+    ``replay_buffer``, and defines ``shutdown``.
+    """
+
+    storing_device: Any
+    split_trajs: bool
+    postproc: Any
+    replay_buffer: Any
+
+    def shutdown(self) -> None:
+        """Release what the collector holds (each collector says what)."""
+        raise NotImplementedError
+
+    def _finish(self, td: TensorDictBase) -> TensorDictBase | None:
+        if self.storing_device is not None:
+            td = td.to(self.storing_device)
+        return finish_batch(
+            td,
+            split_trajs=self.split_trajs,
+            postproc=self.postproc,
+            replay_buffer=self.replay_buffer,
+        )
+
+    def __enter__(self: _C) -> _C:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
 
 
 def check_replay_buffer(replay_buffer: Any, who: str) -> None:

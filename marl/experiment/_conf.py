@@ -28,18 +28,32 @@ from omegaconf import MISSING
 
 from marl.experiment.config import ExperimentConfig, ModelConfig
 
-__all__ = ["CONF_DIR", "RunSchema", "algorithm_node", "field_docs", "register_configs"]
+__all__ = [
+    "CONF_DIR",
+    "RunSchema",
+    "TaskSchema",
+    "algorithm_node",
+    "field_docs",
+    "register_configs",
+]
 
 CONF_DIR = Path(__file__).resolve().parents[1] / "conf"
 
 
 @dataclass
-class RunSchema:
-    """The root of ``marl-run``'s config; ``config.yaml`` gives the values."""
+class TaskSchema:
+    """The fields that open the root config of ``marl-run`` and of ``marl-league``
+    (subclasses add theirs after these, keeping the composed config's key order)."""
 
     task: str = MISSING
     task_overrides: dict[str, Any] = field(default_factory=dict)
     seed: int = MISSING
+
+
+@dataclass
+class RunSchema(TaskSchema):
+    """The root of ``marl-run``'s config; ``config.yaml`` gives the values."""
+
     experiment: ExperimentConfig = MISSING
     algorithm: Any = MISSING
     model: ModelConfig = MISSING

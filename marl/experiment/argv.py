@@ -13,11 +13,12 @@ names) and a renamed ``algorithm.<key>`` (with its new name).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_task_overrides", "lock_run_dir", "prepare_resume"]
+__all__ = ["check_task_overrides", "lock_run_dir", "prepare_resume", "run_holding"]
 
 
 def _override(key: str, value: str | os.PathLike[str]) -> str:
@@ -146,6 +147,29 @@ def lock_run_dir(args: list[str]) -> Any:
     if "${" in folder:  # an interpolation that only hydra resolves
         return None
     return lock_run_folder(Path(folder).expanduser())
+
+
+def run_holding(lock: Any, run: Callable[[], object]) -> None:
+    """Call ``run`` (the hydra entry point of ``marl-run`` or ``marl-league``), then
+    release ``lock`` (from :func:`lock_run_dir`; ``None`` holds nothing) however it ends.
+
+    Args:
+        lock: the run folder's hold, or ``None``.
+        run: the entry point, called with no arguments.
+
+    Raises:
+        SystemExit: with the interruption's exit code when SIGINT/SIGTERM stopped the
+            run (it saved a checkpoint and said so).
+    """
+    from marl.experiment.lifecycle import RunInterrupted
+
+    try:
+        run()
+    except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
+        sys.exit(err.exit_code)
+    finally:
+        if lock is not None:
+            lock.release()
 
 
 def check_task_overrides(args: Sequence[str]) -> None:

@@ -404,7 +404,12 @@ def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], b
 
 def main() -> None:
     """Entry point of ``marl-run``."""
-    from marl.experiment.argv import check_task_overrides, lock_run_dir, prepare_resume
+    from marl.experiment.argv import (
+        check_task_overrides,
+        lock_run_dir,
+        prepare_resume,
+        run_holding,
+    )
 
     try:
         args = prepare_resume(sys.argv[1:])
@@ -427,8 +432,6 @@ def main() -> None:
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
 
-    from marl.experiment.lifecycle import RunInterrupted
-
     prepare_hydra()
 
     @hydra.main(config_path=str(CONF_DIR), config_name="config", version_base="1.3")
@@ -442,13 +445,7 @@ def main() -> None:
         # the return value is what hydra's sweepers optimize
         return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
 
-    try:
-        _main()
-    except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
-        sys.exit(err.exit_code)
-    finally:
-        if lock is not None:
-            lock.release()
+    run_holding(lock, _main)
 
 
 if __name__ == "__main__":  # pragma: no cover

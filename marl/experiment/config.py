@@ -222,22 +222,15 @@ class ExperimentConfig:
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
         need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
-        need(
-            self.stop_timeout_s is None or self.stop_timeout_s > 0,
-            "stop_timeout_s",
-            "None or a number of seconds > 0",
-        )
+        for name in ("stop_timeout_s", "collector_timeout"):  # bounds in seconds
+            seconds = getattr(self, name)
+            need(seconds is None or seconds > 0, name, "None or a number of seconds > 0")
         need(
             self.log_interval_s is None or self.log_interval_s > 0, "log_interval_s", "None or > 0"
         )
         need(self.num_threads is None or self.num_threads >= 1, "num_threads", "None or >= 1")
         need(self.collector in COLLECTORS, "collector", f"one of {list(COLLECTORS)}")
         need(self.collector_workers >= 1, "collector_workers", "an integer >= 1")
-        need(
-            self.collector_timeout is None or self.collector_timeout > 0,
-            "collector_timeout",
-            "None or a number of seconds > 0",
-        )
         need(
             self.collector == "inline" or self.sampling_device == "cpu",
             "collector",

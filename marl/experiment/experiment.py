@@ -293,7 +293,7 @@ class Experiment:
     def recurrent(self) -> bool:
         """Whether a group's network is recurrent (``gru``/``lstm``): its envs then get an
         ``InitTracker``, whose ``"is_init"`` flag resets the hidden states."""
-        from marl.algorithms._recurrent import RECURRENT_NETWORKS
+        from marl.algorithms import RECURRENT_NETWORKS
 
         config = self.describe()["algorithm_config"]
         configs = config.values() if isinstance(self.algorithm.choice, Mapping) else [config]

@@ -24,6 +24,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from marl.experiment._conf import TaskSchema
 from marl.experiment.config import ModelConfig
 from marl.experiment.league_run import LeagueConfig
 
@@ -34,12 +35,9 @@ RESTORE_KEY = "league.restore_file"
 
 
 @dataclass
-class LeagueSchema:
+class LeagueSchema(TaskSchema):
     """The root of ``marl-league``'s config; ``league.yaml`` gives the values."""
 
-    task: str = MISSING
-    task_overrides: dict[str, Any] = field(default_factory=dict)
-    seed: int = MISSING
     algorithm: Any = MISSING
     model: ModelConfig = MISSING
     league: LeagueConfig = field(default_factory=LeagueConfig)
@@ -80,7 +78,7 @@ def _given(overrides: list[str]) -> list[tuple[str, ...]]:
 
 def main() -> None:
     """Entry point of ``marl-league``."""
-    from marl.experiment.argv import lock_run_dir, prepare_resume
+    from marl.experiment.argv import lock_run_dir, prepare_resume, run_holding
 
     try:
         args = prepare_resume(sys.argv[1:], restore_key=RESTORE_KEY, program=PROGRAM)
@@ -98,7 +96,6 @@ def main() -> None:
 
     from marl.experiment.cli import CONF_DIR, help_text
     from marl.experiment.league_run import run_league
-    from marl.experiment.lifecycle import RunInterrupted
 
     _prepare()
     text = help_text("league", args)
@@ -125,13 +122,7 @@ def main() -> None:
         print(f"{PROGRAM}: {summary['frames']} frames in {summary['folder']}")
         print("Elo: " + ", ".join(f"{name} {rating:.0f}" for name, rating in ranked))
 
-    try:
-        _main()
-    except RunInterrupted as err:  # SIGINT/SIGTERM: the run saved a checkpoint and said so
-        sys.exit(err.exit_code)
-    finally:
-        if lock is not None:
-            lock.release()
+    run_holding(lock, _main)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -17,6 +17,7 @@ from marl.report.report import (
 )
 from marl.report.results import ResultsTable
 from marl.report.tables import table as md_table
+from marl.report.tables import title_lines
 
 __all__ = ["Comparison", "compare_results", "render_comparison"]
 
@@ -155,9 +156,7 @@ def render_comparison(cmp: Comparison, command: str | None = None) -> str:
     c = cmp.config
     pct = f"{100 * c.confidence:g}%"
     a, b = cmp.label_a, cmp.label_b
-    lines = ["# Comparison", ""]
-    if command:
-        lines += [f"Made by `{command}`.", ""]
+    lines = title_lines("Comparison", command)
     lines += [
         f"A = `{a}`, B = `{b}`. Differences are B - A, with {pct} bootstrap CIs "
         f"({c.reps} replicates, seed {c.seed}; the seeds of A and B are resampled independently). "

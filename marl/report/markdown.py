@@ -8,7 +8,7 @@ from pathlib import Path
 from marl.report.baselines import POLICIES
 from marl.report.league import LeagueTable, league_section
 from marl.report.report import MIN_SEEDS, Report, figure_role
-from marl.report.tables import table
+from marl.report.tables import table, title_lines
 
 __all__ = ["render_markdown", "table"]
 
@@ -392,9 +392,7 @@ def render_markdown(
     from marl import __version__
 
     c = rep.config
-    lines = ["# Benchmark report", ""]
-    if command:
-        lines += [f"Made by `{command}` (marl {__version__}).", ""]
+    lines = title_lines("Benchmark report", command, __version__)
     lines += [
         f"{len(rep.sources)} results files; {len(rep.task_ids)} tasks; {len(rep.algorithms)} algorithms "
         f"({', '.join(rep.algorithms)}). Metric `{c.metric}`; run score: "

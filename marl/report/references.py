@@ -48,6 +48,7 @@ __all__ = [
     "Reference",
     "ReferenceCheck",
     "ReferenceFormatError",
+    "check_keys",
     "check_references",
     "load_references",
     "parse_references",
@@ -151,6 +152,41 @@ def _text(value: Any, where: str) -> str:
     return value.strip()
 
 
+def check_keys(
+    data: Mapping[str, Any],
+    required: Sequence[str],
+    optional: Sequence[str],
+    where: str,
+    error: type[Exception],
+    noun: str = "field(s)",
+    missing_noun: str = "field(s)",
+) -> None:
+    """Refuse a mapping with a key outside ``required`` and ``optional``, or without one of
+    ``required``: the references here and the suites of ``marl-bench`` read alike.
+
+    Args:
+        data: the mapping read from a file.
+        required: the keys it must have.
+        optional: the keys it may have besides.
+        where: what ``data`` is, to open the message.
+        error: the exception class to raise.
+        noun: what the keys are called in the message on unknown keys.
+        missing_noun: what they are called in the message on missing keys.
+
+    Raises:
+        Exception: ``error``, naming the unknown or the missing keys.
+    """
+    unknown = sorted(set(data) - set(required) - set(optional))
+    if unknown:
+        raise error(
+            f"{where}: unknown {noun} {unknown}; expected {list(required)} and optionally "
+            f"{list(optional)}"
+        )
+    missing = [k for k in required if k not in data]
+    if missing:
+        raise error(f"{where}: missing {missing_noun} {missing}")
+
+
 def _parse_one(item: Any, where: str) -> Reference:
     if not isinstance(item, Mapping):
         raise ReferenceFormatError(
@@ -159,15 +195,7 @@ def _parse_one(item: Any, where: str) -> Reference:
         )
     if isinstance(item.get("task"), str) and isinstance(item.get("algorithm"), str):
         where = f"{where} ({item['task']} {item['algorithm']})"
-    unknown = sorted(set(item) - set(_REQUIRED) - set(_OPTIONAL))
-    if unknown:
-        raise ReferenceFormatError(
-            f"{where}: unknown field(s) {unknown}; expected {list(_REQUIRED)} and optionally "
-            f"{list(_OPTIONAL)}"
-        )
-    missing = [k for k in _REQUIRED if k not in item]
-    if missing:
-        raise ReferenceFormatError(f"{where}: missing field(s) {missing}")
+    check_keys(item, _REQUIRED, _OPTIONAL, where, ReferenceFormatError)
     task = _text(item["task"], f"{where}: task")
     if "/" not in task:
         raise ReferenceFormatError(f"{where}: task: expected 'env/task', got {task!r}")
