@@ -6,13 +6,16 @@ A single-agent env is one group, :data:`ROOT`, whose keys have no group prefix.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from tensordict.utils import NestedKey
 
 from marl.envs.common import EnvBase
 from marl.specs import Binary, Categorical, Composite, MultiCategorical, OneHot
+
+if TYPE_CHECKING:  # updates imports this module: a runtime import would be circular
+    from marl.algorithms.updates.sync import GradientSync
 
 __all__ = ["ROOT", "GroupInfo", "group_infos"]
 
@@ -44,6 +47,9 @@ class GroupInfo:
             off-policy learners then rebuild each agent's transitions turn to turn.
         compile: whether the learner compiles its loss and backward
             (``Algorithm.build(env, compile=True)``; see ``marl.algorithms._compile``).
+        gradient_sync: averages the gradients over data-parallel ranks before every
+            optimizer step (``Algorithm.build(env, gradient_sync=...)``; see
+            :class:`marl.algorithms.updates.GradientSync`); ``None``: one process.
     """
 
     name: str | None
@@ -60,6 +66,7 @@ class GroupInfo:
     has_agent_mask: bool = False
     turn_based: bool = False
     compile: bool = False
+    gradient_sync: GradientSync | None = None
 
     @property
     def has_state(self) -> bool:

@@ -34,6 +34,7 @@ from marl.algorithms.contracts import (
 )
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.spec import AlgorithmConfig, AlgorithmSpec, check_network
+from marl.algorithms.updates.sync import GradientSync
 from marl.envs.common import EnvBase
 
 __all__ = [
@@ -133,6 +134,7 @@ class Algorithm(nn.Module):
         device: torch.device | str | None = None,
         *,
         compile: bool | None = None,
+        gradient_sync: GradientSync | None = None,
     ) -> Algorithm:
         """Build every group's learner for ``env``.
 
@@ -144,6 +146,13 @@ class Algorithm(nn.Module):
             compile: compile each learner's loss and backward and the collection
                 policy with ``torch.compile`` (``None``: each algorithm's default,
                 :attr:`AlgorithmSpec.compile`). See ``marl.algorithms._compile``.
+            gradient_sync: data-parallel training over ``torch.distributed`` ranks
+                (:class:`~marl.algorithms.updates.GradientSync`): every learner's
+                optimizer steps average their gradients over the ranks first, and the
+                built learners' parameters and buffers (policies, critics, target
+                networks, exploration schedules) are copied from rank 0 to every rank,
+                so the ranks start, and stay, equal. Each rank collects and trains on
+                its own share of the data. ``None``: one process.
 
         Returns:
             ``self``.
@@ -167,10 +176,18 @@ class Algorithm(nn.Module):
                 )
         if compile is not None and not isinstance(compile, bool):
             raise TypeError(f"compile must be True, False or None, got {compile!r}")
+        if gradient_sync is not None and not isinstance(gradient_sync, GradientSync):
+            raise TypeError(
+                f"gradient_sync must be a GradientSync or None, got {type(gradient_sync).__name__}"
+            )
         learners = {}
         for label, info in infos.items():
             spec, config = self._spec_and_config(label)
-            info = dataclasses.replace(info, compile=spec.compile if compile is None else compile)
+            info = dataclasses.replace(
+                info,
+                compile=spec.compile if compile is None else compile,
+                gradient_sync=gradient_sync,
+            )
             if info.action_space not in spec.action_spaces:
                 raise ValueError(
                     f"algorithm {spec.name!r} supports {sorted(spec.action_spaces)} actions, "
@@ -180,6 +197,10 @@ class Algorithm(nn.Module):
             check_network(spec, info, config)
             learners[label] = spec.builder(info, config)
         self.learners = nn.ModuleDict(learners)
+        if gradient_sync is not None:
+            # ranks may have drawn different networks (seeds, or none): rank 0's win
+            for learner in learners.values():
+                gradient_sync.broadcast_(learner)
         self._policy = TensorDictSequential(*[lr.policy for lr in learners.values()])
         if any(lr.info.compile for lr in learners.values()):
             # in place: the policy keeps its state_dict, and the learners' own modules

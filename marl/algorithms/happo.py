@@ -40,6 +40,7 @@ from marl.algorithms.ppo import point_at_group
 from marl.algorithms.settings import CentralCritic, MultiAgentPPO
 from marl.algorithms.spec import policy_gradient_spec, recurrent_refusals
 from marl.algorithms.updates import (
+    GradientSync,
     UpdateStats,
     clip_grad_norm_per_group_,
     shuffled_minibatches,
@@ -106,6 +107,8 @@ class HAPPOUpdater:
         epochs: passes over the batch per agent turn and for the critic.
         minibatch_size: samples (env steps) per optimizer step.
         max_grad_norm: gradient clipping of the actor and of the critic (``None``: off).
+        sync: average the gradients over data-parallel ranks before each step, before
+            the clipping (:class:`~marl.algorithms.updates.GradientSync`; ``None``: off).
 
     Raises:
         ValueError: for a non-positive ``epochs``/``minibatch_size``, or an optimizer with
@@ -125,6 +128,7 @@ class HAPPOUpdater:
         epochs: int,
         minibatch_size: int,
         max_grad_norm: float | None,
+        sync: GradientSync | None = None,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
@@ -146,6 +150,7 @@ class HAPPOUpdater:
         self.epochs = epochs
         self.minibatch_size = minibatch_size
         self.max_grad_norm = max_grad_norm
+        self.sync = sync
         self._keys = list(loss.in_keys)
         self.last_order: list[tuple[str, int]] = []
         """The agents, ``(group, agent index)``, in the order of the last update."""
@@ -243,6 +248,9 @@ class HAPPOUpdater:
         if not isinstance(total, torch.Tensor):
             return
         total.backward()
+        if self.sync is not None:
+            # every parameter: a rank's gradient of a part no rank trained stays None
+            self.sync([p for g in self._optimizer.param_groups for p in g["params"]])
         if self.max_grad_norm is not None:
             clip_grad_norm_per_group_(self._optimizer.param_groups, self.max_grad_norm)
         self._optimizer.step(agents=agents)
@@ -328,6 +336,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         epochs=c.epochs,
         minibatch_size=c.minibatch_size,
         max_grad_norm=c.max_grad_norm,
+        sync=info.gradient_sync,
     )
     return GroupLearner(
         info,

@@ -104,7 +104,12 @@ def policy_gradient_learner(
     )
     steps = (sequence_length or _WHOLE) if recurrent else None
     updater = OnPolicyUpdater.from_settings(
-        config, loss, optimizer, compile=info.compile, sequence_length=steps
+        config,
+        loss,
+        optimizer,
+        compile=info.compile,
+        sequence_length=steps,
+        sync=info.gradient_sync,
     )
     return GroupLearner(
         info,

@@ -82,7 +82,9 @@ def pqn_learner(
     )
     egreedy = epsilon_greedy(info, c)
     optimizer = make_optimizer({"qvalue": (qnet.parameters(), c.lr)})
-    updater = OnPolicyUpdater.from_settings(c, loss, optimizer, compile=info.compile)
+    updater = OnPolicyUpdater.from_settings(
+        c, loss, optimizer, compile=info.compile, sync=info.gradient_sync
+    )
     return GroupLearner(
         info,
         algorithm=algorithm,

@@ -8,6 +8,8 @@
   into a replay buffer; each batch is followed by ``utd_ratio * frames`` sampled
   updates, target-network updates and, with a prioritized sampler, priority updates;
   :func:`off_policy_learner` assembles such a learner.
+- :mod:`~marl.algorithms.updates.sync`: :class:`GradientSync`, data-parallel training:
+  gradients averaged over ``torch.distributed`` ranks before every optimizer step.
 
 Both updaters follow :mod:`marl.algorithms.contracts`: they get the learner's loss
 and optimizer in their constructor and store only the entries the loss reads.
@@ -31,10 +33,12 @@ from marl.algorithms.updates.off_policy import (
 )
 from marl.algorithms.updates.on_policy import OnPolicyUpdater, shuffled_minibatches
 from marl.algorithms.updates.report import compile_report
+from marl.algorithms.updates.sync import GradientSync
 
 __all__ = [
     "GradientStep",
     "GradientStepUpdater",
+    "GradientSync",
     "LossTerms",
     "OffPolicyUpdater",
     "OnPolicyUpdater",

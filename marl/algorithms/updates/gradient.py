@@ -25,6 +25,7 @@ from torch import nn
 
 from marl.algorithms._compile import compiled_loss_terms
 from marl.algorithms.contracts import Loss
+from marl.algorithms.updates.sync import GradientSync
 
 __all__ = [
     "GradientStep",
@@ -154,9 +155,10 @@ def clip_grad_norm_per_group_(param_groups: list[dict[str, Any]], max_norm: floa
 class GradientStep:
     """One optimizer step on one minibatch.
 
-    Zero the gradients, :func:`loss_and_backward`, clip each param group's gradient
-    norm (one group per role: a large critic gradient must not shrink the actor's),
-    step the optimizer.
+    Zero the gradients, :func:`loss_and_backward`, average the gradients over the
+    data-parallel ranks (with ``sync``), clip each param group's gradient norm (one
+    group per role: a large critic gradient must not shrink the actor's), step the
+    optimizer.
 
     Args:
         loss: the loss module.
@@ -164,6 +166,9 @@ class GradientStep:
         max_grad_norm: per-role gradient clipping (``None``: off).
         compile: run the loss through ``torch.compile`` (the forward and its
             backward; see :mod:`marl.algorithms._compile`).
+        sync: average every optimized parameter's gradient over the ranks of a
+            data-parallel run before the clipping (which then sees the gradient one
+            process would get on the union of the ranks' minibatches); ``None``: off.
 
     Examples:
         >>> import torch
@@ -186,10 +191,12 @@ class GradientStep:
         max_grad_norm: float | None,
         *,
         compile: bool = False,
+        sync: GradientSync | None = None,
     ) -> None:
         self.loss = loss
         self.optimizer = optimizer
         self.max_grad_norm = max_grad_norm
+        self.sync = sync
         self._terms: LossTerms = compiled_loss_terms(loss_terms) if compile else loss_terms
         self._steps = 0
 
@@ -209,6 +216,8 @@ class GradientStep:
         out, stepped = loss_and_backward(self.loss, minibatch, self._terms)
         self._steps += 1
         if stepped:
+            if self.sync is not None:
+                self.sync([p for group in opt.param_groups for p in group["params"]])
             if self.max_grad_norm is not None:
                 clip_grad_norm_per_group_(opt.param_groups, self.max_grad_norm)
             opt.step()
@@ -230,6 +239,7 @@ class GradientStepUpdater(Generic[LossT]):
             :class:`~marl.algorithms.contracts.AdvantageLoss` on-policy).
         max_grad_norm: per-role gradient clipping (``None``: off).
         compile: compile the loss and its backward (:class:`GradientStep`).
+        sync: average the gradients over data-parallel ranks (:class:`GradientStep`).
     """
 
     def __init__(
@@ -239,9 +249,10 @@ class GradientStepUpdater(Generic[LossT]):
         protocol: type,
         max_grad_norm: float | None,
         compile: bool,
+        sync: GradientSync | None = None,
     ) -> None:
         check_update_parts(loss, optimizer, protocol)
-        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile)
+        self._step = GradientStep(loss, optimizer, max_grad_norm, compile=compile, sync=sync)
         self._keys = list(loss.in_keys)
 
     @property

@@ -16,6 +16,7 @@ from marl.algorithms.contracts import Exploration, Loss, TargetUpdater
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import ReplaySettings
 from marl.algorithms.updates.gradient import GradientStepUpdater, UpdateStats
+from marl.algorithms.updates.sync import GradientSync
 from marl.data import (
     PrioritizedSampler,
     RandomSampler,
@@ -79,6 +80,8 @@ class OffPolicyUpdater(GradientStepUpdater[Loss]):
         learning_starts: no update until the buffer holds this many transitions
             (and at least one sampled batch).
         compile: compile the loss and its backward (:class:`GradientStep`).
+        sync: average the gradients over data-parallel ranks before each step
+            (:class:`~marl.algorithms.updates.GradientSync`; ``None``: off).
     """
 
     on_policy = False
@@ -95,10 +98,11 @@ class OffPolicyUpdater(GradientStepUpdater[Loss]):
         max_grad_norm: float | None = None,
         learning_starts: int = 0,
         compile: bool = False,
+        sync: GradientSync | None = None,
     ) -> None:
         if utd_ratio <= 0:
             raise ValueError(f"utd_ratio must be > 0, got {utd_ratio}")
-        super().__init__(loss, optimizer, Loss, max_grad_norm, compile)
+        super().__init__(loss, optimizer, Loss, max_grad_norm, compile, sync)
         self._info = info
         if isinstance(buffer.sampler, SliceSampler):
             # slices are runs of one trajectory id: store the ids with the transitions
@@ -207,6 +211,7 @@ def off_policy_learner(
         max_grad_norm=c.max_grad_norm,
         learning_starts=c.learning_starts,
         compile=info.compile,
+        sync=info.gradient_sync,
     )
     return GroupLearner(
         info,

@@ -10,6 +10,7 @@ from tensordict import TensorDictBase
 
 from marl.algorithms.contracts import AdvantageLoss, OnPolicySettings
 from marl.algorithms.updates.gradient import GradientStepUpdater, UpdateStats
+from marl.algorithms.updates.sync import GradientSync
 
 __all__ = ["OnPolicyUpdater", "shuffled_minibatches"]
 
@@ -71,6 +72,8 @@ class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
         minibatch_size: transitions per optimizer step (the whole batch when larger).
         max_grad_norm: per-role gradient clipping (``None``: off).
         compile: compile the loss and its backward (:class:`GradientStep`).
+        sync: average the gradients over data-parallel ranks before each step
+            (:class:`~marl.algorithms.updates.GradientSync`; ``None``: off).
         sequence_length: train on sequences (a recurrent policy): each env's ``T`` steps
             are cut into chunks of this many steps (``T`` at most; the last ``T % length``
             steps are left out), and a minibatch is ``minibatch_size // length`` whole
@@ -91,6 +94,7 @@ class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
         max_grad_norm: float | None,
         compile: bool = False,
         sequence_length: int | None = None,
+        sync: GradientSync | None = None,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
@@ -99,7 +103,7 @@ class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
         if sequence_length is not None and sequence_length < 1:
             raise ValueError(f"sequence_length must be >= 1 or None, got {sequence_length}")
         self._sequence_length = sequence_length
-        super().__init__(loss, optimizer, AdvantageLoss, max_grad_norm, compile)
+        super().__init__(loss, optimizer, AdvantageLoss, max_grad_norm, compile, sync)
         if loss.value_estimator is None:
             raise ValueError(
                 f"{type(loss).__name__} has no value estimator (no critic): the on-policy "
@@ -130,6 +134,7 @@ class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
         *,
         compile: bool = False,
         sequence_length: int | None = None,
+        sync: GradientSync | None = None,
     ) -> OnPolicyUpdater:
         """The updater of an on-policy config (PPO's, PQN's...): its ``epochs``,
         ``minibatch_size`` and ``max_grad_norm``; the other arguments as in the class."""
@@ -141,6 +146,7 @@ class OnPolicyUpdater(GradientStepUpdater[AdvantageLoss]):
             max_grad_norm=config.max_grad_norm,
             compile=compile,
             sequence_length=sequence_length,
+            sync=sync,
         )
 
     def process(self, batch: TensorDictBase) -> TensorDictBase:
