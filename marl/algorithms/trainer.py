@@ -138,6 +138,9 @@ class Trainer:
             ``algorithm.policy`` (e.g. a ``MultiSyncCollector``; check one of your own with
             :func:`~marl.collectors.check_collector`); default: a
             :class:`~marl.collectors.Collector` on ``env``.
+        world_size: frames counted per collected frame: in a data-parallel run, the
+            number of ranks, each collecting an equal share, so that :attr:`frames`
+            (logs, ``total_frames``, ``eval_interval``) counts the whole run's frames.
 
     Examples:
         >>> from marl.algorithms import Algorithm, Trainer
@@ -165,6 +168,7 @@ class Trainer:
         log_fn: Callable[[Logs], None] | None = None,
         seed: int | None = None,
         collector: BatchCollector | None = None,
+        world_size: int = 1,
     ) -> None:
         if total_frames < 1 or frames_per_batch < 1:
             raise ValueError(
@@ -199,6 +203,7 @@ class Trainer:
                 init_random_frames=init_random_frames,
             )
         )
+        self.world_size = world_size
         self.frames = 0
         self.iteration = 0
         self._last_eval_frames = 0
@@ -308,7 +313,7 @@ class Trainer:
             update_logs = algo.update(batch)
             collector.update_policy_weights_()
             updated = time.perf_counter()
-            self.frames += batch.numel()
+            self.frames += batch.numel() * self.world_size
             self.iteration += 1
             logs: Logs = {"frames": self.frames, "iteration": self.iteration}
             self._episode_logs(batch, logs)
@@ -318,7 +323,7 @@ class Trainer:
             if self._eval_due():
                 logs.update(self.evaluate())
             logs["time/total"] = time.perf_counter() - start
-            logs["fps"] = batch.numel() / max(logs["time/total"], 1e-9)
+            logs["fps"] = batch.numel() * self.world_size / max(logs["time/total"], 1e-9)
             self._emit(logs)
             for cb in self.callbacks:
                 cb.on_iteration_end(self, logs)

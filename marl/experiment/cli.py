@@ -32,8 +32,10 @@ the lock on a run folder known in advance, unknown task names and renamed keys.
 
 from __future__ import annotations
 
+import atexit
 import dataclasses
 import os
+import shutil
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -410,9 +412,14 @@ def main() -> None:
         prepare_resume,
         run_holding,
     )
+    from marl.experiment.data_parallel import follower_args, launch_rank, process_group
 
+    rank, args = launch_rank(), sys.argv[1:]
+    if rank:  # torchrun's rank > 0 writes nothing into the run folder: hydra's go elsewhere
+        args, scratch = follower_args(args, rank)
+        atexit.register(shutil.rmtree, scratch, True)
     try:
-        args = prepare_resume(sys.argv[1:])
+        args = prepare_resume(args)
     except (ValueError, FileNotFoundError, FileExistsError) as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
@@ -423,7 +430,7 @@ def main() -> None:
         return
     try:
         check_task_overrides(args)  # before hydra makes a run folder for a typo
-        lock = lock_run_dir(args)
+        lock = None if rank else lock_run_dir(args)
     except (ValueError, FileExistsError) as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
@@ -441,7 +448,15 @@ def main() -> None:
         except (ValueError, TypeError) as err:  # a refused setting: its line, no traceback
             sys.stderr.write(f"marl-run: {err}\n")
             sys.exit(2)
-        summary = exp.run()
+        # under torchrun (WORLD_SIZE > 1): one rank of a data-parallel run
+        with process_group(exp.config.train_device) as data_parallel:
+            if data_parallel is not None:
+                try:
+                    exp.use_data_parallel(data_parallel)
+                except ValueError as err:
+                    sys.stderr.write(f"marl-run: {err}\n")
+                    sys.exit(2)
+            summary = exp.run()
         # the return value is what hydra's sweepers optimize
         return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
 

@@ -32,19 +32,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import random
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 
 from marl.algorithms import (
     Algorithm,
-    AlgorithmSpec,
     Trainer,
     TrainerCallback,
     compile_report,
@@ -62,6 +57,7 @@ from marl.experiment.config import (
     algorithm_label,
     config_from_dict,
 )
+from marl.experiment.data_parallel import DataParallel, check_world_size
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, StatusOnExit
 from marl.experiment.loggers import Logger
 from marl.experiment.outputs import RunOutputs
@@ -69,11 +65,14 @@ from marl.experiment.parts import (
     TaskFactory,
     build_algorithm,
     default_num_envs,
+    describe_algorithm,
     evaluation_num_envs,
+    export_run,
     make_collector,
     make_task_env,
+    seed_everything,
 )
-from marl.experiment.progress import ProgressCallback
+from marl.experiment.progress import ProgressCallback, log_to_stderr
 from marl.experiment.restore import (
     RestorePoint,
     check_folder,
@@ -84,18 +83,11 @@ from marl.experiment.restore import (
 from marl.experiment.resume import load_resumable, resume_arguments, write_run_id
 from marl.experiment.runlock import lock_run_folder
 from marl.export import FORMATS as EXPORT_FORMATS
-from marl.export import export_policies
 from marl.report.results import RunResults
 
 __all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
 
 log = logging.getLogger("marl.experiment")
-
-
-def _seed_everything(seed: int) -> None:
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
 
 
 class _Hooks(TrainerCallback):
@@ -105,10 +97,15 @@ class _Hooks(TrainerCallback):
         self.experiment = experiment
 
     def on_evaluation(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        self.experiment._on_evaluation(trainer)
+        self.experiment.outputs.record_evaluation(trainer, self.experiment.algorithm)
 
     def on_iteration_end(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        self.experiment._on_iteration(trainer, logs)
+        exp = self.experiment
+        exp.outputs.log_scalars(logs, trainer.frames)
+        fault_point("iteration", trainer.frames)
+        interval = exp.config.checkpoint_interval
+        if interval and trainer.frames - exp._last_checkpoint >= interval:
+            exp.save_checkpoint()
 
 
 class Experiment:
@@ -193,6 +190,8 @@ class Experiment:
         self.algorithm = build_algorithm(
             algorithm, algorithm_config, self.model, self.config.buffer_device
         )
+        self._configured = self.algorithm  # the config as given: global batch sizes
+        self.data_parallel: DataParallel | None = None  # see use_data_parallel
         self.folder = Path(self.config.save_folder or os.getcwd()).resolve()
         self.extra_callbacks = list(callbacks)
         self.trainer: Trainer | None = None
@@ -317,20 +316,7 @@ class Experiment:
         ``algorithm`` is a name or ``{group: name}``; ``algorithm_config`` holds every
         hyperparameter (model applied), flat or ``{group: {...}}`` alike.
         """
-        choice, config = self.algorithm.choice, self.algorithm.config
-
-        def resolved(algo: Any, cfg: Any) -> dict[str, Any]:
-            spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
-            resolved = spec.make_config(cfg)
-            settable = {f.name for f in dataclasses.fields(resolved) if f.init}
-            return {k: v for k, v in dataclasses.asdict(resolved).items() if k in settable}
-
-        if isinstance(choice, Mapping):
-            cfgs = config if isinstance(config, Mapping) else {}
-            algorithm: Any = {g: algorithm_label(a) for g, a in choice.items()}
-            configs: Any = {g: resolved(a, cfgs.get(g)) for g, a in choice.items()}
-        else:
-            algorithm, configs = algorithm_label(choice), resolved(choice, config)
+        algorithm, configs = describe_algorithm(self._configured)
         return {
             "task": self.task_name,
             "task_overrides": self.task_overrides,
@@ -340,6 +326,18 @@ class Experiment:
             "seed": self.seed,
             "experiment": dataclasses.asdict(self.config),
         }
+
+    def use_data_parallel(self, data_parallel: DataParallel) -> None:
+        """Train as one rank of a data-parallel run (:mod:`marl.experiment.data_parallel`):
+        rank 0 writes the run folder, the others nothing.
+
+        Raises:
+            ValueError: a setting the ranks cannot share (each names its value), before
+                anything is built or written.
+        """
+        data_parallel.check_config(self.config)
+        self.algorithm = data_parallel.rank_algorithm(self._configured)
+        self.data_parallel = data_parallel
 
     # -------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
@@ -366,6 +364,16 @@ class Experiment:
             RunInterrupted: after SIGINT or SIGTERM (a ``KeyboardInterrupt``).
         """
         restore = load_restore(self._restore_state, self.config.restore_file, self.describe)
+        dp = self.data_parallel
+        if restore is not None:
+            check_world_size(restore[1], dp.world_size if dp is not None else 1)
+        if dp is not None and not dp.writes:  # a rank > 0: trains its share, writes nothing
+            try:
+                trainer = self._setup(evaluate=False, callbacks=self.extra_callbacks)
+                dp.follow(trainer, restore[1] if restore is not None else None)
+                return {"frames": trainer.frames, "folder": str(self.folder)}
+            finally:
+                self._close()
         # the folder's one live writer (marl.experiment.runlock): taken before anything is
         # written into it, released however the run ends
         lock = lock_run_folder(self.folder, owner=self)
@@ -381,11 +389,7 @@ class Experiment:
         self.run_id = identify(self.folder, restore)
         self.folder.mkdir(parents=True, exist_ok=True)
         write_run_id(self.folder, self.run_id)
-        if not logging.getLogger().handlers and not log.handlers:
-            handler = logging.StreamHandler(sys.stderr)
-            handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
-            log.addHandler(handler)
-            log.setLevel(logging.INFO)
+        log_to_stderr(log)
         self.checkpoints = CheckpointManager(
             self.folder / "checkpoints", self.config.keep_checkpoints
         )
@@ -399,49 +403,51 @@ class Experiment:
             with StatusOnExit(self._status, self._frames, self.folder), guard:
                 return self._train(restore, guard, description)
         finally:
-            for collector in self._collectors:
-                collector.shutdown()
-            self._collectors.clear()
-            self.outputs.close_loggers()
-            for e in (*self._envs, self.outputs.render_env):
-                if e is not None:
-                    e.close()
+            self._close()
+
+    def _close(self) -> None:
+        for collector in self._collectors:
+            collector.shutdown()
+        self._collectors.clear()
+        self.outputs.close_loggers()
+        for e in (*self._envs, self.outputs.render_env):
+            if e is not None:
+                e.close()
 
     def _frames(self) -> int:
         return self.trainer.frames if self.trainer is not None else self._last_checkpoint
 
-    def _train(
-        self, restore: RestorePoint | None, guard: InterruptGuard, description: dict[str, Any]
-    ) -> dict[str, Any]:
-        c = self.config
+    def _setup(self, evaluate: bool, callbacks: list[TrainerCallback]) -> Trainer:
+        """Seed, build the envs, the algorithm, the collector and the trainer."""
+        c, dp = self.config, self.data_parallel
         if c.num_threads is not None:
             torch.set_num_threads(c.num_threads)
-        _seed_everything(self.seed)
+        seed = self.seed if dp is None else dp.rank_seed(self.seed)
+        seed_everything(seed)
         num_envs = default_num_envs(
             self.config, self.task_name, isinstance(self.task, str), self.algorithm_on_policy()
         )
-        env = self.make_env(num_envs, self.seed)
+        env = self.make_env(num_envs, seed)
         self._envs.append(env)
         eval_env = None
-        if c.evaluation:
+        if evaluate:
             eval_envs = evaluation_num_envs(
                 self.task_name, c.evaluation_episodes, catalogue=isinstance(self.task, str)
             )
             eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
-        self.algorithm.build(env, seed=self.seed, device=c.train_device, compile=c.compile)
-        collector = make_collector(
-            self.config,
-            env,
-            self.algorithm.policy,
-            lambda n: self.make_env(n, self.seed),
-            num_envs,
-            self.seed,
+        sync = dp.sync if dp is not None else None
+        self.algorithm.build(
+            env, seed=seed, device=c.train_device, compile=c.compile, gradient_sync=sync
         )
-        if self.config.collector != "inline":  # worker processes: shut down at the end
+        if dp is not None:  # this rank's share of every batch; the trainer counts them all
+            c = dataclasses.replace(c, frames_per_batch=c.frames_per_batch // dp.world_size)
+        collector = make_collector(
+            c, env, self.algorithm.policy, lambda n: self.make_env(n, seed), num_envs, seed
+        )
+        if c.collector != "inline":  # worker processes: shut down at the end
             self._collectors.append(collector)
-        progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
-        self.trainer = trainer = Trainer(
+        return Trainer(
             self.algorithm,
             env,
             frames_per_batch=collector.frames_per_batch,
@@ -450,9 +456,20 @@ class Experiment:
             eval_interval=c.evaluation_interval,
             eval_episodes=c.evaluation_episodes,
             eval_deterministic=c.evaluation_deterministic,
-            callbacks=[_Hooks(self), progress, *self.extra_callbacks],
+            callbacks=callbacks,
             collector=collector,
+            world_size=dp.world_size if dp is not None else 1,
         )
+
+    def _train(
+        self, restore: RestorePoint | None, guard: InterruptGuard, description: dict[str, Any]
+    ) -> dict[str, Any]:
+        c = self.config
+        progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
+        self.trainer = trainer = self._setup(
+            evaluate=c.evaluation, callbacks=[_Hooks(self), progress, *self.extra_callbacks]
+        )
+        eval_env = trainer.eval_env
         outputs = self.outputs
         outputs.open(description)
         elapsed_before = 0.0
@@ -495,6 +512,8 @@ class Experiment:
                 history.append(logs)
         finally:
             run.close()
+        if self.data_parallel is not None and not stopping():
+            self.data_parallel.check_agreement(self.algorithm)
         if stopping():
             guard.disarm()  # the final checkpoint is not cut short by the stop's timeout
             # at 0 frames there is nothing to continue (a resume would evaluate at 0 again)
@@ -524,27 +543,7 @@ class Experiment:
         Returns:
             ``{group: {format: path}}``.
         """
-        start = time.time()
-        written = export_policies(self.algorithm, self.folder / "export", formats=formats)
-        log.info(
-            "exported %s as %s to %s (%.0f s, each checked on 1,000 random observations)",
-            ", ".join(written),
-            "/".join(formats),
-            self.folder / "export",
-            time.time() - start,
-        )
-        return written
-
-    # ------------------------------------------------------------- callbacks
-    def _on_iteration(self, trainer: Trainer, logs: dict[str, float]) -> None:
-        self.outputs.log_scalars(logs, trainer.frames)
-        fault_point("iteration", trainer.frames)
-        interval = self.config.checkpoint_interval
-        if interval and trainer.frames - self._last_checkpoint >= interval:
-            self.save_checkpoint()
-
-    def _on_evaluation(self, trainer: Trainer) -> None:
-        self.outputs.record_evaluation(trainer, self.algorithm)
+        return export_run(self.algorithm, self.folder / "export", formats)
 
     # ----------------------------------------------------------- checkpoints
     def state_dict(self) -> dict[str, Any]:
@@ -563,6 +562,7 @@ class Experiment:
             "config": self.describe(),
             "run_id": self.run_id,  # the folder's run.json: a resume checks it
             "version": 3,
+            **({} if self.data_parallel is None else {"world_size": self.data_parallel.world_size}),
         }
 
     def save_checkpoint(self) -> Path:

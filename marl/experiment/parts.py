@@ -9,26 +9,38 @@ Python users alike.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping
+import logging
+import random
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
-from marl.algorithms import Algorithm, get_algorithm, network_refusal
+import numpy as np
+import torch
+
+from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm, network_refusal
 from marl.algorithms.settings import ReplaySettings
 from marl.algorithms.spec import AlgorithmConfig
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, make_task
 from marl.envs.common import EnvBase
 from marl.envs.families import batched_family
-from marl.experiment.config import ExperimentConfig, ModelConfig
+from marl.experiment.config import ExperimentConfig, ModelConfig, algorithm_label
 
 __all__ = [
     "TaskFactory",
     "build_algorithm",
     "default_num_envs",
+    "describe_algorithm",
     "evaluation_num_envs",
+    "export_run",
     "make_collector",
     "make_task_env",
+    "seed_everything",
 ]
+
+log = logging.getLogger("marl.experiment")
 
 TaskFactory = Callable[..., EnvBase]
 """``(num_envs=, seed=, device=) -> EnvBase``: a custom task instead of a catalogue name."""
@@ -226,3 +238,47 @@ def make_collector(
         seed=seed,
         timeout=c.collector_timeout,
     )
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's global generators with ``seed``."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def describe_algorithm(algorithm: Algorithm) -> tuple[Any, Any]:
+    """``(algorithm, algorithm_config)`` of a run's description: a name or ``{group: name}``,
+    and every hyperparameter (model applied), flat or ``{group: {...}}`` alike."""
+    choice, config = algorithm.choice, algorithm.config
+
+    def resolved(algo: Any, cfg: Any) -> dict[str, Any]:
+        spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
+        resolved = spec.make_config(cfg)
+        settable = {f.name for f in dataclasses.fields(resolved) if f.init}
+        return {k: v for k, v in dataclasses.asdict(resolved).items() if k in settable}
+
+    if isinstance(choice, Mapping):
+        cfgs = config if isinstance(config, Mapping) else {}
+        names: Any = {g: algorithm_label(a) for g, a in choice.items()}
+        return names, {g: resolved(a, cfgs.get(g)) for g, a in choice.items()}
+    return algorithm_label(choice), resolved(choice, config)
+
+
+def export_run(
+    algorithm: Algorithm, folder: Path, formats: Sequence[str]
+) -> dict[str, dict[str, Path]]:
+    """Export every group's deterministic policy to ``folder`` (see
+    :func:`marl.export.export_policies`), and log what was written."""
+    from marl.export import export_policies
+
+    start = time.time()
+    written = export_policies(algorithm, folder, formats=formats)
+    log.info(
+        "exported %s as %s to %s (%.0f s, each checked on 1,000 random observations)",
+        ", ".join(written),
+        "/".join(formats),
+        folder,
+        time.time() - start,
+    )
+    return written

@@ -18,9 +18,18 @@ from typing import Any
 
 from marl.algorithms.trainer import Trainer, TrainerCallback
 
-__all__ = ["ProgressCallback", "format_duration"]
+__all__ = ["ProgressCallback", "format_duration", "log_to_stderr"]
 
 log = logging.getLogger("marl.experiment")
+
+
+def log_to_stderr(log: logging.Logger) -> None:
+    """Send ``log``'s INFO messages to stderr, timestamped, unless logging is set up already."""
+    if not logging.getLogger().handlers and not log.handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("[%(asctime)s] %(message)s", "%H:%M:%S"))
+        log.addHandler(handler)
+        log.setLevel(logging.INFO)
 
 
 def format_duration(seconds: float) -> str:

@@ -1,0 +1,254 @@
+"""One run over many processes: ``torchrun`` launches, each rank collects a share.
+
+``torchrun --nproc_per_node=N -m marl.experiment ...`` starts ``N`` copies of
+``marl-run``; torchrun sets ``WORLD_SIZE``, ``RANK``, ``LOCAL_RANK``, ``MASTER_ADDR``
+and ``MASTER_PORT`` in each. With ``WORLD_SIZE > 1`` the run is data-parallel:
+
+- :func:`process_group` starts the default process group (``gloo`` when
+  ``experiment.train_device`` is ``cpu``, ``nccl`` on ``cuda:LOCAL_RANK`` otherwise)
+  and ends it with the run;
+- :class:`DataParallel` says what each rank does: it collects
+  ``frames_per_batch // world_size`` frames per batch with envs seeded by
+  :meth:`DataParallel.rank_seed` (``seed + 1000 * rank``), splits the global
+  ``minibatch_size`` / ``batch_size`` of the algorithm over the ranks
+  (:meth:`DataParallel.rank_algorithm`), averages its gradients with the others'
+  before every optimizer step (:class:`~marl.algorithms.updates.GradientSync`), and
+  counts frames globally (rank frames x ``world_size``);
+- rank 0 alone writes the run folder; the others write nothing there;
+- :meth:`DataParallel.check_agreement` compares the ranks' parameters at the end.
+
+Every other module reaches ``torch.distributed`` through this one (or ``GradientSync``).
+Without ``WORLD_SIZE > 1`` nothing here runs and a run is the ordinary one process.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from torch import nn
+
+from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm
+from marl.algorithms.updates import GradientSync
+
+__all__ = [
+    "RANK_SEED_STRIDE",
+    "SPLIT_FIELDS",
+    "DataParallel",
+    "check_world_size",
+    "follower_args",
+    "launch_rank",
+    "process_group",
+]
+
+RANK_SEED_STRIDE = 1000
+"""Rank ``r`` seeds its training envs (and torch, NumPy, Python) with ``seed + 1000 * r``."""
+
+SPLIT_FIELDS = ("minibatch_size", "batch_size")
+"""Algorithm settings that are global: each rank takes ``value // world_size`` of them."""
+
+
+def launch_rank() -> int | None:
+    """This process's rank when ``torchrun`` launched several (``WORLD_SIZE > 1``), else ``None``."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    return int(os.environ["RANK"])
+
+
+def follower_args(args: list[str], rank: int) -> tuple[list[str], str]:
+    """``marl-run``'s overrides for a rank > 0, and the scratch folder they name.
+
+    Hydra writes ``.hydra/`` and its log into its run dir before marl's code runs: a
+    rank > 0 gets a fresh scratch folder (deleted when it ends) as ``hydra.run.dir``
+    and ``hydra.output_subdir=null``, so that it writes nothing into the run folder.
+    """
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix=f"marl-rank{rank}-")
+    keys = ("hydra.run.dir=", "hydra.output_subdir=")
+    kept = [a for a in args if not a.lstrip("+~").startswith(keys)]
+    return [*kept, f"hydra.run.dir={scratch}", "hydra.output_subdir=null"], scratch
+
+
+def check_world_size(state: Mapping[str, Any], world_size: int) -> None:
+    """Refuse to resume a checkpoint written by another number of ranks.
+
+    Args:
+        state: the loaded checkpoint (a data-parallel one records ``world_size``).
+        world_size: the ranks of the run that resumes it (1: one process).
+
+    Raises:
+        ValueError: naming both numbers.
+
+    Examples:
+        >>> check_world_size({"world_size": 2}, 2)
+        >>> check_world_size({}, 2)
+        Traceback (most recent call last):
+        ...
+        ValueError: this checkpoint was written by a run over 1 process(es); it resumes only with the same number (torchrun --nproc_per_node x --nnodes), not 2
+    """
+    saved = int(state.get("world_size", 1))
+    if saved != world_size:
+        raise ValueError(
+            f"this checkpoint was written by a run over {saved} process(es); it resumes "
+            "only with the same number (torchrun --nproc_per_node x --nnodes), not "
+            f"{world_size}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class DataParallel:
+    """This rank's place in a data-parallel run.
+
+    Args:
+        rank: this process's rank (0 writes the run folder).
+        world_size: the number of ranks.
+        sync: the gradient averaging over the ranks (``Algorithm.build(gradient_sync=)``).
+    """
+
+    rank: int
+    world_size: int
+    sync: GradientSync
+
+    @property
+    def writes(self) -> bool:
+        """Whether this rank writes the run folder (rank 0)."""
+        return self.rank == 0
+
+    def rank_seed(self, seed: int) -> int:
+        """The seed of this rank's training envs: ``seed + 1000 * rank`` (rank 0: ``seed``)."""
+        return seed + RANK_SEED_STRIDE * self.rank
+
+    def share(self, value: int, name: str) -> int:
+        """This rank's share of the global ``value`` of setting ``name``.
+
+        Raises:
+            ValueError: when ``value`` is not divisible by :attr:`world_size` (naming both).
+        """
+        if value % self.world_size:
+            raise ValueError(
+                f"{name}={value} is global: a data-parallel run over {self.world_size} "
+                f"processes gives each {name} // {self.world_size}, so it must be divisible "
+                f"by {self.world_size}"
+            )
+        return value // self.world_size
+
+    def check_config(self, config: Any) -> None:
+        """Refuse the ``experiment`` settings a data-parallel run cannot honour.
+
+        Raises:
+            ValueError: for a ``frames_per_batch`` not divisible by the ranks, or
+                ``checkpoint_buffers`` (rank 0's buffers would not be every rank's).
+        """
+        self.share(config.frames_per_batch, "experiment.frames_per_batch")
+        if config.checkpoint_buffers:
+            raise ValueError(
+                "experiment.checkpoint_buffers=true: a data-parallel run keeps one replay "
+                "buffer per rank and checkpoints rank 0's state only; set it false (every "
+                "rank refills its buffer after a resume)"
+            )
+
+    def rank_algorithm(self, algorithm: Algorithm) -> Algorithm:
+        """An unbuilt copy of ``algorithm`` whose global batch sizes are this rank's share.
+
+        Each of :data:`SPLIT_FIELDS` that a group's config has becomes ``value //
+        world_size``: one synchronized optimizer step then averages the gradients of
+        ``world_size`` equal shares, as one process stepping on the whole minibatch.
+
+        Raises:
+            ValueError: when a batch size is not divisible by :attr:`world_size`.
+        """
+        choice, config = algorithm.choice, algorithm.config
+        if isinstance(choice, Mapping):
+            configs = config if isinstance(config, Mapping) else {}
+            split: Any = {
+                g: self._split(a, configs.get(g), f"algorithm.groups.{g}.")
+                for g, a in choice.items()
+            }
+        else:
+            split = self._split(choice, config, "algorithm.")
+        return Algorithm(choice, split)
+
+    def _split(self, algo: Any, config: Any, prefix: str) -> Any:
+        spec = algo if isinstance(algo, AlgorithmSpec) else get_algorithm(algo)
+        resolved = spec.make_config(config)
+        names = {f.name for f in dataclasses.fields(resolved)}
+        shares = {
+            k: self.share(getattr(resolved, k), prefix + k) for k in SPLIT_FIELDS if k in names
+        }
+        return dataclasses.replace(resolved, **shares)
+
+    def follow(self, trainer: Any, state: Mapping[str, Any] | None) -> None:
+        """Train a rank > 0's ``trainer`` (from checkpoint ``state``, if any) to the end.
+
+        From a checkpoint it takes rank 0's networks, optimizers and counters; its envs,
+        random generators and replay buffers restart from its rank seed (only rank 0's
+        are in the checkpoint). Then :meth:`check_agreement`.
+        """
+        if state is not None:
+            own = ("collector", "torch_rng", "buffers")
+            trainer.load_state_dict({k: v for k, v in state["trainer"].items() if k not in own})
+        for _ in trainer.train():
+            pass
+        self.check_agreement(trainer.algorithm)
+
+    @torch.no_grad()
+    def check_agreement(self, module: nn.Module, rtol: float = 1e-9) -> None:
+        """Fail loudly unless every rank holds the same parameters as the others.
+
+        A cheap check: a float64 digest of the parameters (their sum and a position-
+        weighted sum), whose maximum and minimum over the ranks must agree.
+
+        Raises:
+            RuntimeError: when the ranks' parameters differ.
+        """
+        params = [p.detach().double().reshape(-1) for p in module.parameters()]
+        flat = torch.cat(params) if params else torch.zeros(1, dtype=torch.float64)
+        weights = torch.linspace(1.0, 2.0, flat.numel(), dtype=torch.float64, device=flat.device)
+        digest = torch.stack([flat.sum(), (flat * weights).sum(), flat.abs().sum()])
+        if torch.distributed.get_backend(self.sync.group) == "nccl":
+            digest = digest.cuda()
+        high, low = digest.clone(), digest.clone()
+        torch.distributed.all_reduce(high, op=torch.distributed.ReduceOp.MAX)
+        torch.distributed.all_reduce(low, op=torch.distributed.ReduceOp.MIN)
+        if not torch.allclose(high, low, rtol=rtol, atol=0.0):
+            raise RuntimeError(
+                f"data-parallel ranks disagree on the parameters after training (rank "
+                f"{self.rank}: digest {digest.tolist()}, max over ranks {high.tolist()}, min "
+                f"{low.tolist()}): their updates diverged; this run's results are not those "
+                "of one synchronized run"
+            )
+
+
+@contextlib.contextmanager
+def process_group(train_device: str) -> Iterator[DataParallel | None]:
+    """The default process group of a ``torchrun`` launch, for the run; ``None`` without one.
+
+    ``gloo`` when ``train_device`` is ``cpu``; ``nccl`` otherwise, with
+    ``cuda:LOCAL_RANK`` as this process's current device (so ``cuda`` means it). The
+    group is destroyed when the block ends.
+
+    Args:
+        train_device: ``experiment.train_device``.
+
+    Yields:
+        This rank's :class:`DataParallel`, or ``None`` when ``WORLD_SIZE`` is unset or 1.
+    """
+    if launch_rank() is None:
+        yield None
+        return
+    dist = torch.distributed
+    if torch.device(train_device).type == "cpu":
+        backend = "gloo"
+    else:
+        torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        backend = "nccl"
+    dist.init_process_group(backend, init_method="env://")
+    try:
+        yield DataParallel(dist.get_rank(), dist.get_world_size(), GradientSync())
+    finally:
+        dist.destroy_process_group()

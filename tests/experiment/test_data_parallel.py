@@ -1,0 +1,153 @@
+"""One run over 2 processes: ``torchrun -m marl.experiment`` (gloo on CPU).
+
+One module-scoped run (2 ranks, 2 batches of 1200 global frames) is checked for its
+folder (rank 0's files only, global frames), then resumed to 4800 frames over 2 ranks;
+a non-divisible ``frames_per_batch`` and a resume over another number of processes
+are refused; the end-of-run agreement check fails when one rank's parameters differ.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[2]
+TINY = [
+    "task=vmas/navigation",
+    "experiment=debug",
+    "experiment.total_frames=2400",
+    "experiment.frames_per_batch=1200",
+    "experiment.checkpoint_interval=1200",
+    "experiment.evaluation_interval=1200",
+]
+RUN_FILES = {
+    ".hydra",
+    "marl-run.log",
+    "checkpoints",
+    "config.yaml",
+    "curves.png",
+    "results.json",
+    "run.json",
+    "scalars.csv",
+    "status.json",
+}
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("WORLD_SIZE", "RANK", "LOCAL_RANK")}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    env["OMP_NUM_THREADS"] = "1"
+    return env
+
+
+def _torchrun(*args: str, nproc: int = 2) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", f"--nproc_per_node={nproc}"]
+    command += ["--standalone", "-m", "marl.experiment", *args]
+    return subprocess.run(
+        command, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=240
+    )
+
+
+def _frames(folder: Path) -> list[int]:
+    lines = (folder / "scalars.csv").read_text().splitlines()[1:]
+    return sorted({int(line.split(",")[0]) for line in lines})
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("dp") / "run"
+    done = _torchrun(*TINY, f"hydra.run.dir={folder}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return folder
+
+
+def test_two_ranks_write_one_run(run):
+    assert {p.name for p in run.iterdir()} == RUN_FILES  # rank 1 wrote nothing here
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == [
+        "checkpoint_1200.pt",
+        "checkpoint_2400.pt",
+        "latest.pt",
+    ]
+    assert _frames(run) == [0, 1200, 2400]  # global frames: 2 ranks x 600 per batch
+    assert json.loads((run / "status.json").read_text())["status"] == "complete"
+    state = torch.load(run / "checkpoints" / "latest.pt", weights_only=False)
+    assert state["world_size"] == 2 and state["trainer"]["frames"] == 2400
+    # the config keeps the global values the user typed
+    assert state["config"]["experiment"]["frames_per_batch"] == 1200
+    assert state["config"]["algorithm_config"]["minibatch_size"] == 400
+
+
+def test_resume_over_two_ranks(run):
+    done = _torchrun("--resume", str(run), "experiment.total_frames=4800")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _frames(run) == [0, 1200, 2400, 3600, 4800]
+    assert {p.name for p in run.iterdir()} == RUN_FILES
+    # a resume in one process of a 2-process checkpoint is refused
+    one = subprocess.run(
+        [sys.executable, "-m", "marl.experiment", "--resume", str(run)],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert one.returncode != 0
+    assert "written by a run over 2 process(es)" in one.stderr
+
+
+def test_frames_per_batch_not_divisible_is_refused(tmp_path):
+    done = _torchrun(
+        "task=vmas/navigation",
+        "experiment=debug",
+        "experiment.frames_per_batch=1201",
+        f"hydra.run.dir={tmp_path / 'run'}",
+    )
+    assert done.returncode != 0
+    assert "experiment.frames_per_batch=1201 is global" in done.stderr
+    assert "divisible by 2" in done.stderr
+
+
+def _agreement(rank: int, init: str, corrupt: bool, results) -> None:
+    from marl.experiment.data_parallel import DataParallel
+
+    torch.distributed.init_process_group("gloo", init_method=init, rank=rank, world_size=2)
+    try:
+        from marl.algorithms.updates import GradientSync
+
+        torch.manual_seed(0)
+        module = nn.Linear(4, 3)
+        if corrupt and rank == 1:
+            with torch.no_grad():
+                module.bias[0] += 1e-6
+        try:
+            DataParallel(rank, 2, GradientSync()).check_agreement(module)
+            results.put((rank, "agree"))
+        except RuntimeError as err:
+            results.put((rank, str(err)))
+    finally:
+        torch.distributed.destroy_process_group()
+
+
+@pytest.mark.parametrize("corrupt", [False, True])
+def test_agreement_check(tmp_path, corrupt):
+    ctx = mp.get_context("spawn")
+    results = ctx.Queue()
+    init = f"file://{tmp_path / 'rendezvous'}"
+    procs = [ctx.Process(target=_agreement, args=(r, init, corrupt, results)) for r in (0, 1)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    out = dict(results.get(timeout=5) for _ in procs)
+    if corrupt:
+        assert all("ranks disagree on the parameters" in out[r] for r in (0, 1))
+    else:
+        assert out == {0: "agree", 1: "agree"}
