@@ -354,7 +354,7 @@ def load_suite(name_or_path: str | Path) -> Suite:
         >>> load_suite("nope")
         Traceback (most recent call last):
         ...
-        FileNotFoundError: no suite 'nope': not a file, and not a shipped suite (ci_tiny, pettingzoo_mpe, single_agent, vmas_paper, vmas_small)
+        FileNotFoundError: no suite 'nope': not a file, and not a shipped suite (ci_tiny, pettingzoo_mpe, single_agent, smax_small, vmas_paper, vmas_small)
     """
     import yaml
 
