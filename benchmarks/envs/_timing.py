@@ -302,3 +302,130 @@ def markdown_table(records: list[dict]) -> str:
         )
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NativeBench:
+    """A native env against its package: what ``bench_native_lbf.py`` and
+    ``bench_native_rware.py`` differ in; :meth:`sides`, :meth:`speed_rows` and
+    :meth:`main` are the rest.
+
+    Attributes:
+        family: the package (``"lbforaging"``), as ``bench_epymarl_envs.raw_loop`` knows it.
+        env_id: the gymnasium id both sides step.
+        raw_name: the package's env class, for the speed rows (``"ForagingEnv"``).
+        wrapper_name: marl's wrapper class, for the table (``"LBForagingEnv"``).
+        native_name: the native env class, for the table (``"LBFEnv"``).
+        native: ``(num_envs, seed, device) -> env`` (unbatched for 1 env).
+        wrapper: ``(num_envs, seed) -> env``: the wrapper, a ``SerialEnv`` past 1.
+    """
+
+    family: str
+    env_id: str
+    raw_name: str
+    wrapper_name: str
+    native_name: str
+    native: Callable[[int, int, str], Any]
+    wrapper: Callable[[int, int], Any]
+    batches: tuple[int, ...] = (1, 64, 1024)
+    copies: tuple[int, ...] = (1, 8)  # the package loop's and the wrapper's env counts
+    target: float = 30.0
+
+    @property
+    def package(self) -> str:
+        return f"{self.family} package loop"
+
+    def sides(self, steps: int, device: str = "cpu", wrappers: bool = True) -> list[Side]:
+        """The package loop (1 env, 8 copies; indexes 0 and 1), the wrapper (1, 8; unless
+        ``wrappers`` is false), the native env (:attr:`batches`), each ``steps`` steps a
+        repetition (8 copies: ``max(steps // 4, 20)``, the ``SerialEnv`` being slow)."""
+        from benchmarks.envs.bench_epymarl_envs import raw_loop  # it imports this module
+
+        def copies_steps(n: int) -> int:
+            return steps if n == 1 else max(steps // 4, 20)
+
+        out = [
+            Side(
+                self.package,
+                n,
+                lambda k, seed, n=n: raw_loop(self.family, n, k, seed, env_id=self.env_id),
+                copies_steps(n),
+            )
+            for n in self.copies
+        ]
+        if wrappers:
+            out += [
+                Side(
+                    f"marl {self.wrapper_name}"
+                    if n == 1
+                    else f"marl SerialEnv of {self.wrapper_name}",
+                    n,
+                    lambda k, seed, n=n: step_loop_rate(self.wrapper(n, seed), k, n),
+                    copies_steps(n),
+                )
+                for n in self.copies
+            ]
+        out += [
+            Side(
+                f"native {self.native_name} ({device})",
+                n,
+                lambda k, seed, n=n: step_loop_rate(self.native(n, seed, device), k, n),
+                steps,
+            )
+            for n in self.batches
+        ]
+        return out
+
+    def speed_rows(self, quick: bool = False) -> list[dict]:
+        """Rows for ``python -m benchmarks.speed`` (its thread count): each native batch
+        size vs the package's own loop with 1 env, and the largest batch vs 8 copies."""
+        steps, reps = (50, 3) if quick else (400, 5)
+        sides = self.sides(steps, wrappers=False)
+        records = native_vs_package(sides, reps, [torch.get_num_threads()], 0, 1)
+        base1, base8 = records[0]["rate"], records[1]["rate"]
+        rows = [
+            {
+                "name": f"native {self.native_name} {self.env_id}, {r['envs']} env(s), step loop",
+                "value": r["rate"],
+                "unit": "env-steps/s",
+                "baseline_name": f"{self.package} (raw {self.raw_name}), 1 env",
+                "baseline_value": base1,
+                "ratio": r["vs_1"],
+            }
+            for r in records[2:]
+        ]
+        rows.append(
+            {
+                **rows[-1],
+                "name": rows[-1]["name"] + " (vs 8 copies)",
+                "baseline_name": f"{self.package} (raw {self.raw_name}), 8 copies",
+                "baseline_value": base8,
+                "ratio": records[-1]["vs_8"],
+            }
+        )
+        return rows
+
+    def main(self, description: str) -> None:
+        """The script's command line: the markdown table on each thread count, and the
+        verdict of the largest batch against :attr:`target`."""
+        import argparse
+
+        parser = argparse.ArgumentParser(description=description)
+        parser.add_argument("--reps", type=int, default=5)
+        parser.add_argument("--steps", type=int, default=400, help="steps per env a repetition")
+        parser.add_argument("--threads", default="1,2", help="torch thread counts, e.g. 1,2")
+        parser.add_argument("--device", default="cpu", help="device of the native env")
+        args = parser.parse_args()
+        threads = [int(t) for t in args.threads.split(",")]
+        print(f"torch {torch.__version__}, {self.env_id}, reps {args.reps}, steps {args.steps}")
+        records = native_vs_package(self.sides(args.steps, args.device), args.reps, threads, 0, 1)
+        print(markdown_table(records))
+        largest = max(self.batches)
+        for r in records:
+            if r["side"].startswith("native") and r["envs"] == largest:
+                ok = min(r["vs_1"], r["vs_8"]) >= self.target
+                print(
+                    f"threads {r['threads']}: native {largest} envs {r['vs_1']:.1f}x / "
+                    f"{r['vs_8']:.1f}x the package loop (1 env / 8 copies), target "
+                    f"{self.target:.0f}x: {'OK' if ok else 'BELOW TARGET'}"
+                )
