@@ -128,11 +128,6 @@ def test_only_marl_atomic_renames_files_over_others():
     assert not _imports(ROOT / "atomic.py"), "marl.atomic must import nothing of marl"
 
 
-# Known breaches, each to be resolved, not extended: (importing file, imported module).
-# Empty: a new entry needs a reason and an issue that will remove it.
-PRIVATE_IMPORT_ALLOWED: set[tuple[str, str]] = set()
-
-
 def _private_module_outside(module: str, path: pathlib.Path) -> bool:
     """Whether ``module`` has a private part whose parent package does not hold ``path``."""
     if module == "marl._C":  # the compiled extension: torch's naming convention for it
@@ -171,9 +166,6 @@ def test_no_private_name_imported_from_another_module():
             else:
                 continue
             for module in modules:
-                if (
-                    _private_module_outside(module, path)
-                    and (rel, module) not in PRIVATE_IMPORT_ALLOWED
-                ):
+                if _private_module_outside(module, path):
                     bad.append(f"{rel}:{node.lineno} imports private module {module}")
     assert not bad, "private names imported across files:\n" + "\n".join(bad)
