@@ -48,6 +48,7 @@ from tensordict.utils import NestedKey
 from torch import nn
 
 from marl.algorithms import Algorithm, is_recurrent
+from marl.extras import require
 from marl.specs import Bounded, Categorical, Composite, OneHot
 
 __all__ = [
@@ -66,7 +67,6 @@ __all__ = [
 FORMATS = ("pt2", "onnx")
 """``pt2``: a ``torch.export`` program (``torch.export.load``); ``onnx``: an ONNX model."""
 MANIFEST_FILENAME = "manifest.json"
-_INSTALL = 'ONNX export needs onnx, onnxscript and onnxruntime: pip install "marl[export]"'
 
 
 class ExportMismatchError(RuntimeError):
@@ -318,13 +318,10 @@ def _export_pt2(policy: TensorPolicy, path: Path) -> Any:
 
 
 def _require_onnx() -> Any:
-    try:
-        import onnx  # noqa: F401
-        import onnxruntime
-        import onnxscript  # noqa: F401
-    except ImportError as err:
-        raise ImportError(_INSTALL) from err
-    return onnxruntime
+    what = "onnx, onnxscript and onnxruntime"
+    for module in ("onnx", "onnxscript"):
+        require(module, "ONNX export", "export", what=what)
+    return require("onnxruntime", "ONNX export", "export", what=what)
 
 
 def _export_onnx(policy: TensorPolicy, path: Path) -> Any:

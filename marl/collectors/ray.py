@@ -27,18 +27,9 @@ from marl.collectors.utils import (
     round_total_frames,
 )
 from marl.envs.common import EnvBase
+from marl.extras import require
 
 __all__ = ["RayCollector"]
-
-
-def _import_ray() -> Any:
-    try:
-        import ray
-    except ImportError as err:
-        raise ImportError(
-            'RayCollector needs ray, which is not installed: pip install "marl[ray]"'
-        ) from err
-    return ray
 
 
 class _CollectorActor:
@@ -173,7 +164,7 @@ class RayCollector(CollectorLifetime):
         storing_device: Any = None,
         **collector_kwargs: Any,
     ) -> None:
-        ray = _import_ray()
+        ray = require("ray", "RayCollector", "ray")
         who = type(self).__name__
         if not isinstance(num_collectors, int) or num_collectors < 1:
             raise ValueError(

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from marl.atomic import atomic_path
+from marl.extras import require
 
 __all__ = ["plot_curves"]
 
@@ -50,13 +51,9 @@ def plot_curves(
         >>> plot_curves(scalars, Path(tempfile.mkdtemp()) / "curves.png").stat().st_size > 0
         True
     """
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError as err:
-        raise ImportError('curves.png needs matplotlib: pip install "marl[report]"') from err
+    matplotlib = require("matplotlib", "curves.png", "report")
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import EngFormatter
 
     path = Path(path)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from marl.atomic import atomic_write
+from marl.extras import require
 
 __all__ = [
     "CSVLogger",
@@ -172,15 +173,15 @@ class TensorboardLogger:
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except ImportError as err:
-            raise ImportError(
-                'the tensorboard logger needs tensorboard: pip install "marl[tensorboard]"'
-            ) from err
-        self._cls = SummaryWriter
+        tensorboard = require(
+            "torch.utils.tensorboard",
+            "the tensorboard logger",
+            "tensorboard",
+            what='the "tensorboard" package',
+        )
+        self._cls = tensorboard.SummaryWriter
         self.log_dir = Path(folder) / "tensorboard"
-        self._writer = SummaryWriter(log_dir=str(self.log_dir))
+        self._writer = self._cls(log_dir=str(self.log_dir))
         self._frames = 0
 
     def log_config(self, config: Mapping[str, Any]) -> None:
@@ -239,11 +240,7 @@ class WandbLogger:
         name: str,
         config: Mapping[str, Any] | None = None,
     ) -> None:
-        try:
-            import wandb
-        except ImportError as err:
-            raise ImportError('the wandb logger needs wandb: pip install "marl[wandb]"') from err
-        self._wandb = wandb
+        self._wandb = require("wandb", "the wandb logger", "wandb")
         self._folder = Path(folder)
         self._project, self._name, self._config = project, name, dict(config or {})
         self._run: Any = None

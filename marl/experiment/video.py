@@ -21,6 +21,7 @@ from tensordict import TensorDictBase
 from marl.atomic import atomic_path
 from marl.envs.common import EnvBase
 from marl.envs.episodes import play_episodes
+from marl.extras import require
 
 __all__ = ["prepare_headless_rendering", "record_episode", "write_video"]
 
@@ -100,12 +101,7 @@ def write_video(frames: list[np.ndarray], path: str | os.PathLike[str], fps: int
     """
     if not frames:
         raise ValueError("write_video: no frames to write")
-    try:
-        import imageio.v2 as imageio
-    except ImportError as err:
-        raise ImportError(
-            'videos need imageio and imageio-ffmpeg: pip install "marl[video]"'
-        ) from err
+    imageio = require("imageio.v2", "videos", "video", what="imageio and imageio-ffmpeg")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path, fsync=False) as tmp:  # imageio infers mp4 from the suffix

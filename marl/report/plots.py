@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from marl.extras import require
 from marl.report.baselines import POLICIES
 from marl.report.report import Report, figure_role
 
@@ -30,12 +31,7 @@ def require_matplotlib() -> Any:
     Raises:
         ImportError: naming the extra to install when matplotlib is missing.
     """
-    try:
-        import matplotlib
-    except ImportError as e:
-        raise ImportError(
-            'marl-report figures need matplotlib: pip install "marl[report]" (or pip install matplotlib)'
-        ) from e
+    matplotlib = require("matplotlib", "marl-report's figures", "report")
     if "matplotlib.pyplot" not in sys.modules:
         # Agg renders to files with no display; choose it before pyplot picks a GUI
         # backend. A session that already imported pyplot keeps its backend.

@@ -31,6 +31,7 @@ from marl.envs.libs._spaces import (
     space_to_spec,
     stack_agent_specs,
 )
+from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, NestedKey, OneHot, Unbounded
 
@@ -123,13 +124,7 @@ class TupleAgentsEnv(HostStepsEnv):
 
     # ------------------------------------------------------------ construction
     def _import_package(self) -> Any:
-        try:
-            return __import__(self.package)
-        except ImportError as err:
-            raise ImportError(
-                f'{type(self).__name__} needs the "{self.package}" package: '
-                f'pip install "marl[{self.extra}]"'
-            ) from err
+        return require(self.package, type(self).__name__, self.extra)
 
     def _build(self, env_id: str, kwargs: dict[str, Any]) -> Any:
         """The registered env class with its registered arguments and ``kwargs`` on top.

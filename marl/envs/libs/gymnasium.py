@@ -15,19 +15,10 @@ from tensordict import TensorDict, TensorDictBase
 
 from marl.envs.common import EnvBase
 from marl.envs.libs._spaces import space_to_spec, to_numpy_action
+from marl.extras import require
 from marl.specs import Composite, OneHot, Unbounded
 
 __all__ = ["GymnasiumEnv"]
-
-
-def _import_gymnasium() -> Any:
-    try:
-        import gymnasium
-    except ImportError as err:
-        raise ImportError(
-            'GymnasiumEnv needs the "gymnasium" package: pip install "marl[gymnasium]"'
-        ) from err
-    return gymnasium
 
 
 class GymnasiumEnv(EnvBase):
@@ -89,7 +80,7 @@ class GymnasiumEnv(EnvBase):
         check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
-        gym = _import_gymnasium()
+        gym = require("gymnasium", "GymnasiumEnv", "gymnasium")
         from gymnasium.vector import AutoresetMode, VectorEnv
 
         if (env_id is None) == (env is None):

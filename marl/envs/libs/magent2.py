@@ -14,7 +14,6 @@ step line by line (see :meth:`MAgent2Env.step_arrays`). See :func:`magent2_env`.
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -23,6 +22,7 @@ import numpy as np
 
 from marl.envs.batched import env_flag_arrays
 from marl.envs.libs.pettingzoo import PettingZooEnv
+from marl.extras import require
 from marl.groups import GroupMapLike
 from marl.specs import NestedKey
 
@@ -45,14 +45,9 @@ def _import_task(task: str) -> Any:
         close = difflib.get_close_matches(str(task), TASKS, n=3, cutoff=0.5)
         hint = f"; closest: {close}" if close else ""
         raise ValueError(f"unknown MAgent2 task {task!r}; expected one of {list(TASKS)}{hint}")
-    try:
-        return importlib.import_module(f"magent2.environments.{task}")
-    except ImportError as err:
-        if err.name is not None and not err.name.startswith("magent2"):
-            raise
-        raise ImportError(
-            f'MAgent2 task {task!r} needs the "magent2" package: pip install "marl[magent2]"'
-        ) from err
+    return require(
+        f"magent2.environments.{task}", f"MAgent2 task {task!r}", "magent2", own=("magent2",)
+    )
 
 
 class MAgent2Env(PettingZooEnv):

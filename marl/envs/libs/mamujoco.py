@@ -17,19 +17,17 @@ from typing import Any
 import numpy as np
 
 from marl.envs.libs.pettingzoo import PettingZooEnv
+from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 
 __all__ = ["MaMuJoCoEnv", "group_by_shape", "mamujoco_partitions"]
 
-_INSTALL = 'pip install "marl[mamujoco]"'
-
 
 def _import_mamujoco() -> Any:
-    try:
-        from gymnasium_robotics import mamujoco_v1
-    except ImportError as err:
-        raise ImportError(f'MaMuJoCo needs the "gymnasium-robotics" package: {_INSTALL}') from err
-    return mamujoco_v1
+    robotics = require(
+        "gymnasium_robotics", "MaMuJoCo", "mamujoco", what='the "gymnasium-robotics" package'
+    )
+    return robotics.mamujoco_v1
 
 
 def mamujoco_partitions(scenario: str) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from marl.envs.libs.pettingzoo import PettingZooEnv
+from marl.extras import require
 from marl.groups import GroupMapLike
 
 __all__ = ["TASKS", "MeltingPotParallelEnv", "meltingpot_env"]
@@ -30,17 +31,16 @@ TASKS = (
     "prisoners_dilemma_in_the_matrix__arena",
     "territory__rooms",
 )
-_MISSING = 'Melting Pot needs the "dm-meltingpot" package: pip install "marl[meltingpot]"'
 
 
 def _import_meltingpot() -> Any:
-    try:
-        from meltingpot import substrate
-    except ImportError as err:
-        if err.name is not None and not err.name.startswith(("meltingpot", "dmlab2d")):
-            raise
-        raise ImportError(_MISSING) from err
-    return substrate
+    return require(
+        "meltingpot.substrate",
+        "Melting Pot",
+        "meltingpot",
+        what='the "dm-meltingpot" package',
+        own=("meltingpot", "dmlab2d"),
+    )
 
 
 def _box(spec: Any) -> Any:

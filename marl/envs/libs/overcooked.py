@@ -21,6 +21,7 @@ from tensordict import TensorDict
 from marl.envs.batched import arrays_to_td, env_flag_arrays
 from marl.envs.common import make_done_spec
 from marl.envs.libs._host_steps import HostStepsEnv
+from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Categorical, Composite, NestedKey, OneHot, Unbounded
 
@@ -34,13 +35,12 @@ _AGENTS = ["agent_0", "agent_1"]
 
 
 def _import_package() -> Any:
-    try:
-        import overcooked_ai_py.mdp.overcooked_mdp as mdp_module
-    except ImportError as err:
-        raise ImportError(
-            'OvercookedEnv needs the "overcooked-ai" package: pip install "marl[overcooked]"'
-        ) from err
-    return mdp_module
+    return require(
+        "overcooked_ai_py.mdp.overcooked_mdp",
+        "OvercookedEnv",
+        "overcooked",
+        what='the "overcooked-ai" package',
+    )
 
 
 def layouts() -> list[str]:

@@ -26,6 +26,7 @@ from marl.envs.libs._spaces import (
     stack_agent_specs,
     to_numpy_action,
 )
+from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, NestedKey, OneHot, TensorSpec, Unbounded
 
@@ -38,16 +39,6 @@ _FAMILIES = {
     "classic": "pettingzoo.classic",
     "butterfly": "pettingzoo.butterfly",
 }
-
-
-def _import_pettingzoo() -> Any:
-    try:
-        import pettingzoo
-    except ImportError as err:
-        raise ImportError(
-            'PettingZooEnv needs the "pettingzoo" package: pip install "marl[pettingzoo]"'
-        ) from err
-    return pettingzoo
 
 
 def find_task(task: str) -> Any:
@@ -166,7 +157,7 @@ class PettingZooEnv(HostStepsEnv):
         check_actions: bool = False,
         **kwargs: Any,
     ) -> None:
-        _import_pettingzoo()
+        require("pettingzoo", "PettingZooEnv", "pettingzoo")
         from pettingzoo.utils.env import AECEnv, ParallelEnv
 
         if (task is None) == (env is None):

@@ -17,6 +17,7 @@ from tensordict import TensorDict, TensorDictBase
 from marl.envs.batched import new_td
 from marl.envs.common import EnvBase, make_done_spec
 from marl.envs.libs._spaces import space_to_spec, stack_agent_specs
+from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, OneHot, Unbounded
 
@@ -24,13 +25,7 @@ __all__ = ["VmasEnv"]
 
 
 def _import_vmas() -> Any:
-    try:
-        import vmas
-    except ImportError as err:
-        raise ImportError(
-            'VmasEnv needs the "vmas" package: pip install "marl[vmas]" (or pip install vmas)'
-        ) from err
-    return vmas
+    return require("vmas", "VmasEnv", "vmas")
 
 
 def _is_float64(obs: Any) -> bool:
