@@ -169,3 +169,28 @@ def test_no_private_name_imported_from_another_module():
                 if _private_module_outside(module, path):
                     bad.append(f"{rel}:{node.lineno} imports private module {module}")
     assert not bad, "private names imported across files:\n" + "\n".join(bad)
+
+
+def test_optional_packages_are_required_through_marl_extras():
+    """A missing optional package gets one kind of message, from :func:`marl.extras.require`
+    (who needs what, and the extra that installs it); it imports nothing of marl."""
+    allowed = {  # not an import of an optional package, or its own install command
+        "experiment/config.py",  # find_spec check of the ONNX packages before training
+        "bench/launchers.py",  # launchers name their own pip commands
+        "envs/libs/pettingzoo.py",  # a task's own missing dependency, not pettingzoo
+        "extras.py",
+    }
+    bad = []
+    for path in sorted(ROOT.rglob("*.py")):
+        if str(path.relative_to(ROOT)) in allowed:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if (
+                isinstance(node, ast.Raise)
+                and isinstance(node.exc, ast.Call)
+                and isinstance(node.exc.func, ast.Name)
+                and node.exc.func.id == "ImportError"
+            ):
+                bad.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not bad, "use marl.extras.require instead of raising ImportError in:\n" + "\n".join(bad)
+    assert not _imports(ROOT / "extras.py"), "marl.extras must import nothing of marl"

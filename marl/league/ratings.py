@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from marl.extras import require
 from marl.league.elo import GameResult, fit_elo, player_records
 
 __all__ = ["ELO_FILENAME", "ELO_FORMAT", "LeagueRatings", "PlayerRating", "rate_results"]
@@ -125,15 +126,10 @@ class LeagueRatings:
         Raises:
             ImportError: naming the ``report`` extra when matplotlib is missing.
         """
-        try:
-            import matplotlib
+        matplotlib = require("matplotlib", "plotting league ratings", "report")
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
 
-            matplotlib.use("Agg")
-            import matplotlib.pyplot as plt
-        except ImportError as err:  # pragma: no cover - depends on the install
-            raise ImportError(
-                "plotting league ratings needs matplotlib: pip install 'marl[report]'"
-            ) from err
         fig, ax = plt.subplots(figsize=(6, 4))
         snaps = self.snapshots
         ax.plot([p.frames for p in snaps], [p.rating for p in snaps], marker="o", label="snapshots")

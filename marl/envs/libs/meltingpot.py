@@ -54,14 +54,13 @@ def _box(spec: Any) -> Any:
 
 
 def _parallel_base() -> type:
-    try:
-        from pettingzoo.utils.env import ParallelEnv
-    except ImportError as err:
-        raise ImportError(
-            'Melting Pot goes through PettingZooEnv, which needs "pettingzoo": '
-            'pip install "marl[meltingpot]"'
-        ) from err
-    return ParallelEnv
+    pettingzoo = require(
+        "pettingzoo.utils.env",
+        "Melting Pot, which goes through PettingZooEnv,",
+        "meltingpot",
+        what='"pettingzoo"',
+    )
+    return pettingzoo.ParallelEnv
 
 
 @functools.cache
