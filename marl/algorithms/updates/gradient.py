@@ -270,7 +270,7 @@ class GradientStepUpdater(Generic[LossT]):
         return self._step.optimizer
 
 
-def check_update_parts(loss: Any, optimizer: Any, protocol: type) -> None:
+def check_update_parts(loss: object, optimizer: object, protocol: type) -> None:
     """Refuse a loss that is not a ``protocol`` or an optimizer that is not torch's."""
     if not isinstance(loss, protocol):
         raise TypeError(

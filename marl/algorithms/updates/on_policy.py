@@ -17,7 +17,7 @@ __all__ = ["OnPolicyUpdater", "shuffled_minibatches"]
 
 def shuffled_minibatches(
     data: TensorDictBase, size: int, epochs: int, *extra: torch.Tensor
-) -> Iterator[tuple[Any, ...]]:
+) -> Iterator[tuple[TensorDictBase | torch.Tensor, ...]]:
     """``epochs`` passes over ``data`` (flat, ``[n]``) in shuffled minibatches of ``size``.
 
     Each epoch gathers ``data`` (and each ``extra`` tensor, in the same order) once; its
