@@ -31,6 +31,7 @@ from marl.atomic import atomic_write_text
 __all__ = [
     "MEMBER_FILE",
     "MemberPlan",
+    "finish_stopped_member",
     "member_name",
     "read_lineage",
     "read_reports",
@@ -286,6 +287,36 @@ def prepare_member(
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "values.json").write_text(json.dumps(dict(values), indent=1))
     return exp
+
+
+def finish_stopped_member(folder: Path, total_frames: int) -> bool:
+    """Finish a member that Ray ended in its last report, after it trained every frame.
+
+    Ray ends a member's thread with ``sys.exit(0)`` inside ``tune.report`` when it stops
+    or pauses the member there. At the last report (``total_frames``) the run has then
+    trained all its frames but not written its end: ``status.json`` says ``stopped`` and
+    ``results.json`` lacks the absolute metric. Resuming it from its last checkpoint
+    trains nothing and writes that end (the absolute metric, ``complete``).
+
+    Args:
+        folder: the member's run folder.
+        total_frames: the frames every member trains.
+
+    Returns:
+        Whether the member was finished here (``False``: it was not stopped at
+        ``total_frames``; a member ASHA cut earlier stays ``stopped``).
+    """
+    from marl.experiment.experiment import Experiment
+
+    path = Path(folder) / "status.json"
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return False
+    if status.get("status") != "stopped" or int(status.get("frames", 0)) < total_frames:
+        return False
+    Experiment.resume(folder).run()
+    return True
 
 
 def _truncate_reports(folder: Path, frames: int) -> None:

@@ -25,7 +25,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from marl.tune.member import MemberPlan, read_lineage, read_reports, train_member
+from marl.tune.member import (
+    MemberPlan,
+    finish_stopped_member,
+    read_lineage,
+    read_reports,
+    train_member,
+)
 from marl.tune.space import SearchSpace, override_strings
 
 __all__ = ["TuneResult", "resume_tuning", "tune"]
@@ -274,6 +280,8 @@ def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> 
         raise ValueError(
             f"{len(errors)} of {len(grid)} members failed; the first: {errors[0].error}"
         ) from (errors[0].error if isinstance(errors[0].error, BaseException) else None)
+    for member in sorted((folder / "members").glob("member_*")):
+        finish_stopped_member(member, spec["total_frames"])
     return _summarize(spec, space, folder)
 
 
