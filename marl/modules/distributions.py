@@ -138,6 +138,10 @@ def _masked_logits(
     if torch.compiler.is_compiling():
         # a host check would break the compiled graph: the same check, kept in the graph
         torch._assert_async(mask.any(-1).all(), _ALL_MASKED)
+    elif torch._C._functorch.is_functorch_wrapped_tensor(mask):
+        # inside vmap/grad (the stacked runs' update) no value can be read on the host;
+        # these masks were stored at collection, where this check ran on them
+        pass
     elif not bool(mask.any(-1).all()):
         raise ValueError(_ALL_MASKED)
     # a finite minimum keeps log-probs and entropies finite (0 * min = 0, not nan)

@@ -10,6 +10,9 @@
   :func:`off_policy_learner` assembles such a learner.
 - :mod:`~marl.algorithms.updates.sync`: :class:`GradientSync`, data-parallel training:
   gradients averaged over ``torch.distributed`` ranks before every optimizer step.
+- :mod:`~marl.algorithms.updates.stacked`: :class:`StackedOnPolicy`, the on-policy
+  updates of many runs (seeds) of one group as one ``vmap`` over their stacked networks,
+  each run's result the same as its own update's.
 
 Both updaters follow :mod:`marl.algorithms.contracts`: they get the learner's loss
 and optimizer in their constructor and store only the entries the loss reads.
@@ -33,6 +36,7 @@ from marl.algorithms.updates.off_policy import (
 )
 from marl.algorithms.updates.on_policy import OnPolicyUpdater, shuffled_minibatches
 from marl.algorithms.updates.report import compile_report
+from marl.algorithms.updates.stacked import StackedOnPolicy
 from marl.algorithms.updates.sync import GradientSync
 
 __all__ = [
@@ -42,6 +46,7 @@ __all__ = [
     "LossTerms",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
+    "StackedOnPolicy",
     "UpdateStats",
     "check_update_parts",
     "clip_grad_norm_per_group_",

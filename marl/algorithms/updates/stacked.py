@@ -1,0 +1,244 @@
+"""Many runs' on-policy updates in one call: the runs' networks stacked over a run dim.
+
+The first piece of "many runs in one process" (several seeds, or population members, of
+one algorithm on one task): ``R`` learners of the same group, built alike (each from its
+own seed), train as one. Their losses' parameters and buffers are stacked over a leading
+run dim (:func:`torch.func.stack_module_state`), and every computation on them is one
+:func:`torch.func.vmap` over the runs of a :func:`torch.func.functional_call` of the
+loss, so each run's data meets only its own parameters. Everything that must stay per
+run stays per run by construction, as in ``R`` separate processes:
+
+- the advantages (GAE with each run's critic, run by each run's own loss) and their
+  standardization (inside each run's loss call, over that run's minibatch alone);
+- the minibatches: each run shuffles its own batch with its own generator;
+- the gradients, and their clipping: each run's norm, per param group (role), as
+  :func:`~marl.algorithms.updates.clip_grad_norm_per_group_` does for one run;
+- the optimizer: Adam (like every elementwise optimizer) on a stacked tensor is ``R``
+  independent optimizers.
+
+So one :meth:`StackedOnPolicy.update` gives each run the parameters that run's own
+:class:`~marl.algorithms.updates.OnPolicyUpdater` would give it on its own batch, with
+the same minibatch order (``tests/algorithms/test_stacked_update.py`` checks it to
+1e-6). Random draws inside the loss (the Monte Carlo entropy of a tanh-normal policy)
+are the same for every run within one call (``vmap(randomness="same")``): torch's
+samplers draw in place, which ``vmap`` cannot give each run separately.
+
+Not yet covered: recurrent (sequence) training, gradient sync, compile, and the
+off-policy families (replay buffers and target networks per run).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+
+import torch
+from tensordict import TensorDictBase
+from torch import nn
+from torch.func import functional_call, grad, stack_module_state, vmap
+
+from marl.algorithms.updates.on_policy import OnPolicyUpdater
+
+__all__ = ["StackedOnPolicy"]
+
+Stacked = dict[str, torch.Tensor]
+
+
+class _Method(nn.Module):
+    """``forward`` calls one method of ``loss``: :func:`functional_call` runs forwards only."""
+
+    def __init__(self, loss: nn.Module, method: Callable[[nn.Module, TensorDictBase], object]):
+        super().__init__()
+        self.loss = loss
+        self.method = method
+
+    def forward(self, td: TensorDictBase) -> object:
+        return self.method(self.loss, td)
+
+
+def _loss_sum(loss: nn.Module, td: TensorDictBase) -> tuple[torch.Tensor, TensorDictBase]:
+    out = loss(td)
+    total = sum(v for k, v in out.items() if k.startswith("loss_"))
+    return total, out.detach()
+
+
+class StackedOnPolicy:
+    """The on-policy updates of ``R`` runs of one group, as one vmapped update.
+
+    Args:
+        updaters: one :class:`~marl.algorithms.updates.OnPolicyUpdater` per run, of the
+            same algorithm and group (the same network shapes and settings); their
+            current parameters and optimizer settings are the runs' starting point.
+        generators: one ``torch.Generator`` per run, for its minibatch order (``None``:
+            new generators seeded ``0..R-1``).
+
+    Raises:
+        ValueError: for fewer than one updater, updaters whose settings differ (epochs,
+            minibatch size, clipping, optimizer type or hyperparameters), a recurrent
+            (sequence) updater, or a gradient sync.
+        TypeError: when the updaters' losses differ in structure.
+
+    Examples:
+        >>> import torch
+        >>> from marl.algorithms import Algorithm
+        >>> from marl.collectors import Collector
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> env = SingleAgentFakeEnv(num_envs=4, seed=0)
+        >>> runs = [Algorithm("ppo", {"minibatch_size": 16, "epochs": 2}).build(env, seed=r)
+        ...         for r in range(3)]
+        >>> stack = StackedOnPolicy([a.learners["root"].updater for a in runs])
+        >>> batches = torch.stack([Collector(env, a.policy, frames_per_batch=32).rollout()
+        ...                        for a in runs])
+        >>> logs = stack.update(stack.process(batches))
+        >>> len(logs), "loss_objective" in logs[0]
+        (3, True)
+    """
+
+    def __init__(
+        self,
+        updaters: Sequence[OnPolicyUpdater],
+        generators: Sequence[torch.Generator] | None = None,
+    ) -> None:
+        if not updaters:
+            raise ValueError("StackedOnPolicy needs at least one updater")
+        first = updaters[0]
+        for u in updaters:
+            if not isinstance(u, OnPolicyUpdater):
+                raise ValueError(f"expected OnPolicyUpdater objects, got {type(u).__name__}")
+            if u.sequence_length is not None or u.gradient_step.sync is not None:
+                raise ValueError("StackedOnPolicy trains single steps without gradient sync")
+            settings = (u.epochs, u.minibatch_size, u.gradient_step.max_grad_norm)
+            if settings != (first.epochs, first.minibatch_size, first.gradient_step.max_grad_norm):
+                raise ValueError(
+                    "the runs' updaters differ in epochs, minibatch_size or max_grad_norm: "
+                    f"{settings} against "
+                    f"{(first.epochs, first.minibatch_size, first.gradient_step.max_grad_norm)}"
+                )
+            if type(u.loss) is not type(first.loss):
+                raise TypeError(
+                    f"the runs' losses differ: {type(u.loss).__name__} and "
+                    f"{type(first.loss).__name__}"
+                )
+        self.runs = len(updaters)
+        self.epochs = first.epochs
+        self.minibatch_size = first.minibatch_size
+        self.max_grad_norm = first.gradient_step.max_grad_norm
+        self._keys = list(first.loss.in_keys)
+        self._losses = [u.loss for u in updaters]
+        self.params, self.buffers = stack_module_state(self._losses)
+        template = copy.deepcopy(first.loss).to("meta")
+        self._loss_sum = _Method(template, _loss_sum)
+        self.optimizer, self._groups = self._stacked_optimizer(updaters)
+        if generators is None:
+            generators = [torch.Generator().manual_seed(r) for r in range(self.runs)]
+        if len(generators) != self.runs:
+            raise ValueError(f"expected {self.runs} generators, got {len(generators)}")
+        self.generators = list(generators)
+
+    def _stacked_optimizer(
+        self, updaters: Sequence[OnPolicyUpdater]
+    ) -> tuple[torch.optim.Optimizer, list[list[str]]]:
+        """The first run's optimizer class and param groups, over the stacked parameters."""
+        opt = updaters[0].optimizer
+        for u in updaters[1:]:
+            if type(u.optimizer) is not type(opt) or u.optimizer.defaults != opt.defaults:
+                raise ValueError("the runs' optimizers differ in type or hyperparameters")
+        names = {id(p): n for n, p in self._losses[0].named_parameters()}
+        groups, param_groups = [], []
+        for group in opt.param_groups:
+            group_names = [names[id(p)] for p in group["params"]]
+            groups.append(group_names)
+            options = {k: v for k, v in group.items() if k != "params"}
+            param_groups.append({"params": [self.params[n] for n in group_names], **options})
+        return type(opt)(param_groups, **opt.defaults), groups
+
+    def _call(self, module: nn.Module, td: TensorDictBase, params: Stacked) -> object:
+        names = {f"loss.{k}": v for k, v in params.items()}
+        buffers = {f"loss.{k}": v for k, v in self.buffers.items()}
+        return functional_call(module, (names, buffers), (td,))
+
+    @torch.no_grad()
+    def process(self, batches: TensorDictBase) -> TensorDictBase:
+        """Write each run's advantages and value targets on its ``[*B, T]`` batch.
+
+        Each run's own loss (which holds that run's parameters since the last
+        :meth:`update`) runs its value estimator on its own batch, as it would alone: a
+        critic pass is cheap next to the update, and the GAE scan is a C++ kernel that
+        ``vmap`` cannot enter.
+
+        Args:
+            batches: ``[R, *B, T]``, run ``r``'s batch at index ``r``.
+
+        Returns:
+            ``[R, *B, T]`` batches with the loss's advantage and value-target entries.
+        """
+        self._check_runs(batches)
+        out = []
+        for loss, batch in zip(self._losses, batches.unbind(0)):
+            loss.value_estimator(batch)
+            out.append(batch)
+        return torch.stack(out)
+
+    def update(self, batches: TensorDictBase) -> list[dict[str, float]]:
+        """``epochs`` passes of shuffled minibatches, every run at once.
+
+        Args:
+            batches: ``[R, *B, T]`` batches :meth:`process` prepared.
+
+        Returns:
+            One log per run: the means of its loss outputs over the steps.
+        """
+        self._check_runs(batches)
+        data = batches.select(*self._keys, strict=False).reshape(self.runs, -1)
+        n = data.shape[1]
+        size = min(self.minibatch_size, n)
+        step = vmap(grad(self._loss_of, has_aux=True), randomness="same")
+        sums: dict[str, torch.Tensor] = {}
+        steps = 0
+        rows = torch.arange(self.runs).unsqueeze(1)
+        for _ in range(self.epochs):
+            perm = torch.stack([torch.randperm(n, generator=g) for g in self.generators])
+            shuffled = data[rows, perm]
+            for start in range(0, n - size + 1, size):
+                grads, out = step(self.params, shuffled[:, start : start + size])
+                self._step(grads)
+                for key, value in out.items():
+                    if value.shape == (self.runs,):
+                        sums[key] = sums.get(key, 0) + value.float()
+                steps += 1
+        self.copy_to_runs()
+        means = {k: (v / max(steps, 1)).tolist() for k, v in sums.items()}
+        return [{k: v[r] for k, v in means.items()} for r in range(self.runs)]
+
+    def _loss_of(self, params: Stacked, td: TensorDictBase) -> tuple[torch.Tensor, object]:
+        return self._call(self._loss_sum, td, params)
+
+    def _step(self, grads: Stacked) -> None:
+        """Each run's gradients clipped per param group by that run's norm; one step."""
+        for group in self._groups:
+            gs = [grads[name] for name in group]
+            if self.max_grad_norm is not None:
+                # [R]: each run's 2-norm over the group, as clip_grad_norm_ takes it
+                norms = torch.stack([g.flatten(1).norm(dim=1) for g in gs]).norm(dim=0)
+                scale = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+                gs = [g * scale.reshape(-1, *([1] * (g.dim() - 1))) for g in gs]
+            for name, g in zip(group, gs):
+                self.params[name].grad = g
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=True)
+
+    def _check_runs(self, batches: TensorDictBase) -> None:
+        if batches.batch_dims < 1 or batches.shape[0] != self.runs:
+            raise ValueError(
+                f"expected batches with a leading run dim of {self.runs}, got shape "
+                f"{tuple(batches.shape)}"
+            )
+
+    @torch.no_grad()
+    def copy_to_runs(self) -> None:
+        """Write each run's stacked parameters into its own loss (and so its policy and
+        critic, which collect, evaluate and checkpoint that run). :meth:`update` ends
+        with it; call it after changing :attr:`params` in place (a restore)."""
+        for r, loss in enumerate(self._losses):
+            for name, p in loss.named_parameters():
+                p.copy_(self.params[name][r])

@@ -1,0 +1,111 @@
+"""Many runs' on-policy updates in one vmapped call equal each run's own update."""
+
+import pytest
+import torch
+
+from marl.algorithms import Algorithm
+from marl.algorithms.updates.stacked import StackedOnPolicy
+from marl.collectors import Collector
+from marl.testing import MultiAgentFakeEnv
+
+RUNS = 3
+# one epoch of three minibatches: a second epoch's order would differ from the run alone's,
+# whose loss draws from torch's global generator between its epochs' permutations (the
+# Monte Carlo entropy of the walkers' tanh-normal policy), while each stacked run draws its
+# permutations from its own generator
+SETTINGS = {"minibatch_size": 20, "epochs": 1, "max_grad_norm": 0.05, "lr": 1e-3}
+
+
+def _runs(name: str, env):
+    runs = []
+    for r in range(RUNS):
+        torch.manual_seed(r)
+        runs.append(Algorithm(name, SETTINGS).build(env))
+    return runs
+
+
+def _batches(runs, env):
+    batches = []
+    for r, algo in enumerate(runs):
+        torch.manual_seed(100 + r)
+        batch = Collector(env, algo.policy, frames_per_batch=60).rollout()
+        # runs whose rewards differ in scale: a normalization or a gradient norm shared
+        # over the runs would then change every run's step
+        for key in batch["next"].keys(True, True):
+            if key[-1] == "reward":
+                batch["next"].set(key, batch["next"].get(key) * (1 + 10 * r))
+        batches.append(batch)
+    return batches
+
+
+@pytest.mark.parametrize("name", ["mappo", "ippo"])
+def test_a_stacked_update_is_each_runs_own_update(name):
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    runs = _runs(name, env)
+    batches = _batches(runs, env)
+    stacks = {}
+    for label, _ in runs[0].group_learners():
+        updaters = [dict(a.group_learners())[label].updater for a in runs]
+        gens = [torch.Generator().manual_seed(1000 + r) for r in range(RUNS)]
+        stacks[label] = StackedOnPolicy(updaters, gens)
+    # the runs' losses still hold their starting parameters: each writes its advantages
+    processed = {
+        label: stack.process(torch.stack([b.clone() for b in batches]))
+        for label, stack in stacks.items()
+    }
+    before = [{k: v.clone() for k, v in a.state_dict().items()} for a in runs]
+
+    # each run alone: its own updater, its own minibatch order
+    for r, algo in enumerate(runs):
+        batch = algo.process_batch(batches[r])
+        for _, learner in algo.group_learners():
+            torch.manual_seed(1000 + r)
+            learner.updater.update(batch)
+    alone = [
+        {
+            label: {k: p.detach().clone() for k, p in lr.loss.named_parameters()}
+            for label, lr in algo.group_learners()
+        }
+        for algo in runs
+    ]
+    for r, algo in enumerate(runs):  # the update moved every run
+        moved = max((v - before[r][k]).abs().max().item() for k, v in algo.state_dict().items())
+        assert moved > 1e-3, (r, moved)
+
+    for label, stack in stacks.items():
+        logs = stack.update(processed[label])
+        assert len(logs) == RUNS and all("loss_objective" in log for log in logs)
+        for r in range(RUNS):
+            for pname, p in alone[r][label].items():
+                diff = (stack.params[pname][r] - p).abs().max().item()
+                assert diff <= 1e-6, (label, r, pname, diff)
+
+
+def test_copy_to_runs_writes_each_runs_parameters():
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    runs = _runs("mappo", env)
+    label = next(iter(dict(runs[0].group_learners())))
+    stack = StackedOnPolicy([dict(a.group_learners())[label].updater for a in runs])
+    with torch.no_grad():
+        for v in stack.params.values():
+            v.add_(torch.arange(RUNS, dtype=v.dtype).reshape(-1, *[1] * (v.dim() - 1)))
+    stack.copy_to_runs()
+    for r, algo in enumerate(runs):
+        for pname, p in dict(algo.group_learners())[label].loss.named_parameters():
+            assert torch.equal(p, stack.params[pname][r])
+
+
+def test_bad_input_is_refused():
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    runs = _runs("mappo", env)
+    label = next(iter(dict(runs[0].group_learners())))
+    updaters = [dict(a.group_learners())[label].updater for a in runs]
+    with pytest.raises(ValueError, match="at least one"):
+        StackedOnPolicy([])
+    stack = StackedOnPolicy(updaters)
+    batch = Collector(env, runs[0].policy, frames_per_batch=20).rollout()
+    with pytest.raises(ValueError, match="leading run dim of 3"):
+        stack.update(torch.stack([batch, batch]))
+    other = Algorithm("mappo", {**SETTINGS, "epochs": 3}).build(env)
+    with pytest.raises(ValueError, match="differ in epochs"):
+        StackedOnPolicy([*updaters, dict(other.group_learners())[label].updater])
