@@ -109,3 +109,47 @@ def test_bad_input_is_refused():
     other = Algorithm("mappo", {**SETTINGS, "epochs": 3}).build(env)
     with pytest.raises(ValueError, match="differ in epochs"):
         StackedOnPolicy([*updaters, dict(other.group_learners())[label].updater])
+
+
+def test_each_run_acts_on_its_own_sub_envs():
+    from tensordict.nn import InteractionType, set_interaction_type
+
+    from marl.algorithms.runs import RunsPolicy, split_runs
+
+    runs = _runs("mappo", MultiAgentFakeEnv(num_envs=2, seed=0))
+    env = MultiAgentFakeEnv(num_envs=2 * RUNS, seed=1)
+    td = env.reset()
+    with set_interaction_type(InteractionType.DETERMINISTIC):
+        out = RunsPolicy([a.policy for a in runs])(td.clone())
+        for r, part in enumerate(split_runs(td, RUNS).unbind(0)):
+            alone = runs[r].policy(part.clone())
+            for group in ("walker", "picker"):
+                mine = split_runs(out, RUNS)[r][group, "action"]
+                assert torch.equal(mine, alone[group, "action"]), (r, group)
+    # the runs' policies differ (their seeds), so their slices' actions do too
+    walker = split_runs(out, RUNS)["walker", "action"]
+    assert not torch.equal(walker[0], walker[1])
+    with pytest.raises(ValueError, match="multiple of the number of runs"):
+        RunsPolicy([a.policy for a in runs])(MultiAgentFakeEnv(num_envs=4).reset())
+
+
+def test_runs_collect_in_one_env_and_train_in_one_update():
+    from marl.algorithms.runs import RunsPolicy, split_runs
+
+    runs = _runs("ippo", MultiAgentFakeEnv(num_envs=2, seed=0))
+    env = MultiAgentFakeEnv(num_envs=2 * RUNS, seed=1)
+    collector = Collector(env, RunsPolicy([a.policy for a in runs]), frames_per_batch=60)
+    stacks = {
+        label: StackedOnPolicy([a.learners[label].updater for a in runs])
+        for label, _ in runs[0].group_learners()
+    }
+    batches = split_runs(collector.rollout(), RUNS)
+    assert batches.shape[:2] == (RUNS, 2)
+    before = [{k: v.clone() for k, v in a.state_dict().items()} for a in runs]
+    for stack in stacks.values():
+        batches = stack.process(batches)
+    for stack in stacks.values():
+        stack.update(batches)
+    for r, algo in enumerate(runs):  # every run's own policy, which collects next, moved
+        moved = max((v - before[r][k]).abs().max().item() for k, v in algo.state_dict().items())
+        assert moved > 1e-4, (r, moved)
