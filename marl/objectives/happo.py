@@ -24,6 +24,39 @@ from marl.objectives.ppo import PPOLoss, entropy
 
 __all__ = ["HAPPOLoss"]
 
+_INDEX_DTYPES = (torch.int64, torch.int32)
+
+
+def _check_agent(agent: int | torch.Tensor, n: int) -> None:
+    """Refuse an agent index outside ``[0, n)``, or a tensor that is not a 0-d integer."""
+    if not isinstance(agent, torch.Tensor):
+        if not 0 <= agent < n:
+            raise IndexError(f"agent {agent} is out of range for a group of {n} agents")
+        return
+    if agent.ndim != 0 or agent.dtype not in _INDEX_DTYPES:
+        raise TypeError(
+            "agent must be an int or a 0-d int64/int32 tensor, got a tensor of shape "
+            f"{tuple(agent.shape)} and dtype {agent.dtype}"
+        )
+    in_range = (agent >= 0) & (agent < n)
+    if torch.compiler.is_compiling():
+        # a host check would break the compiled graph: the same check, kept in the graph
+        torch._assert_async(in_range, f"the agent index is out of range for a group of {n} agents")
+    elif not bool(in_range):
+        raise IndexError(f"agent {int(agent)} is out of range for a group of {n} agents")
+
+
+def _agent_slice(x: torch.Tensor, agent: int | torch.Tensor, dim: int) -> torch.Tensor:
+    """``x`` at index ``agent`` of dim ``dim`` (that dim dropped).
+
+    An int selects a view, as ``x[..., agent, :]`` does; a 0-d tensor gathers the same
+    values (``index_select``), so that a compiled actor turn reads the agent as a graph
+    input: one graph serves every agent of a group instead of one recompilation per index.
+    """
+    if isinstance(agent, torch.Tensor):
+        return x.index_select(dim, agent.reshape(1)).squeeze(dim)
+    return x.select(dim, agent)
+
 
 class HAPPOLoss(PPOLoss):
     """PPO's loss with the per-agent pieces of HAPPO's sequential update.
@@ -56,7 +89,7 @@ class HAPPOLoss(PPOLoss):
         return self._advantage(tensordict, self._agent_mask(tensordict))
 
     def _agent_log_ratio(
-        self, td: TensorDictBase, agent: int
+        self, td: TensorDictBase, agent: int | torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.distributions.Distribution]:
         """``log pi(a_i|o_i) - log pi_old(a_i|o_i)`` ``[*B, 1]``, the advantage ``[*B, n, 1]``
         and the distribution (every agent's: the vectorized actor computes them together)."""
@@ -71,30 +104,37 @@ class HAPPOLoss(PPOLoss):
                 "HAPPOLoss expects per-agent advantages [*B, n_agents, 1], got shape "
                 f"{tuple(adv.shape)} for batch dims {tuple(td.batch_size)}"
             )
-        n = adv.shape[td.batch_dims]
-        if not 0 <= agent < n:
-            raise IndexError(f"agent {agent} is out of range for a group of {n} agents")
-        dist = self.actor.get_dist(td)
+        _check_agent(agent, adv.shape[td.batch_dims])
+        # a shallow selection: the actor must not write its outputs (logits, loc...) into
+        # the caller's data: HAPPO's updater reads its whole batch again (agent_ratio)
+        # and cuts the next turns' minibatches from it, and a compiled turn would see
+        # one more entry after the first turn (a recompilation)
+        dist = self.actor.get_dist(td.select(*self.actor.in_keys, strict=False))
         log_prob = self._log_prob(td, adv, dist)
         old = match_log_prob(td.get(self.tensor_keys.sample_log_prob), adv)
-        return (log_prob - old)[..., agent, :], adv, dist
+        return _agent_slice(log_prob - old, agent, -2), adv, dist
 
-    def _agent_weight(self, td: TensorDictBase, agent: int) -> torch.Tensor | None:
+    def _agent_weight(self, td: TensorDictBase, agent: int | torch.Tensor) -> torch.Tensor | None:
         """Agent ``agent``'s mask over the samples, divided by its mean (``None``: no mask)."""
         mask = self._agent_mask(td)
         if mask is None:
             return None
-        weight = mask[..., agent].to(torch.get_default_dtype())
+        weight = _agent_slice(mask, agent, -1).to(torch.get_default_dtype())
         return weight / weight.mean().clamp_min(1e-8)
 
     def actor_terms(
-        self, tensordict: TensorDictBase, agent: int, factor: torch.Tensor | None = None
+        self,
+        tensordict: TensorDictBase,
+        agent: int | torch.Tensor,
+        factor: torch.Tensor | None = None,
     ) -> TensorDict:
         """Agent ``agent``'s clipped objective with the advantage ``factor * A``.
 
         Args:
             tensordict: the group's samples ``[*B]`` (entries ``[*B, n_agents, ...]``).
-            agent: the agent whose objective this is (the others get no gradient).
+            agent: the agent whose objective this is (the others get no gradient): an
+                int, or a 0-d integer tensor (what the compiled update passes, so that
+                one graph serves every agent; the values are the same).
             factor: ``M`` per sample ``[*B]`` (``None``: ones), detached.
 
         Returns:
@@ -102,7 +142,7 @@ class HAPPOLoss(PPOLoss):
             ``entropy``, ``clip_fraction`` and ``kl_approx``, all of agent ``agent``.
         """
         log_ratio, adv, dist = self._agent_log_ratio(tensordict, agent)
-        adv = adv[..., agent, :]
+        adv = _agent_slice(adv, agent, -2)
         if factor is not None:
             factor = factor.detach()
             adv = adv * factor.reshape(factor.shape + (1,) * (adv.ndim - factor.ndim))
@@ -112,19 +152,19 @@ class HAPPOLoss(PPOLoss):
         weight = self._agent_weight(tensordict, agent)
         out = {"loss_objective": -self._weighted_mean(surrogate, weight)}
         if self.entropy_coef:
-            ent = entropy(dist)[..., agent]
+            ent = _agent_slice(entropy(dist), agent, -1)
             out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
             out["entropy"] = ent.mean().detach()
         else:
             with torch.no_grad():
-                out["entropy"] = entropy(dist)[..., agent].mean()
+                out["entropy"] = _agent_slice(entropy(dist), agent, -1).mean()
         with torch.no_grad():
             out["clip_fraction"] = ((ratio - 1).abs() > eps).float().mean()
             out["kl_approx"] = ((ratio - 1) - log_ratio).mean()
         return TensorDict(out)
 
     @torch.no_grad()
-    def agent_ratio(self, tensordict: TensorDictBase, agent: int) -> torch.Tensor:
+    def agent_ratio(self, tensordict: TensorDictBase, agent: int | torch.Tensor) -> torch.Tensor:
         """``pi(a_i|o_i) / pi_old(a_i|o_i)`` per sample ``[*B]`` (1 where the agent is masked).
 
         Read after agent ``agent``'s turn, it is the factor by which ``M`` grows.
@@ -133,7 +173,7 @@ class HAPPOLoss(PPOLoss):
         ratio = log_ratio.squeeze(-1).exp()
         mask = self._agent_mask(tensordict)
         if mask is not None:
-            ratio = torch.where(mask[..., agent], ratio, torch.ones_like(ratio))
+            ratio = torch.where(_agent_slice(mask, agent, -1), ratio, torch.ones_like(ratio))
         return ratio
 
     def critic_terms(self, tensordict: TensorDictBase) -> TensorDict:

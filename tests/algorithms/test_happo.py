@@ -290,6 +290,62 @@ def test_a_loss_given_an_agent_out_of_range_says_so():
         algo.learners["walker"].loss.actor_terms(TensorDict(batch_size=[4]), 0)
 
 
+def test_a_tensor_agent_index_gives_the_ints_terms_and_gradients_exactly():
+    # what the compiled update passes (one graph for every agent), checked here eagerly
+    algo = Algorithm("happo", config={**SMALL, "entropy_coef": 0.01}).build(_multi(), seed=0)
+    loss: HAPPOLoss = algo.learners["picker"].loss  # 3 agents, masked
+    data = _batch(algo, _multi(), steps=6).reshape(-1)
+    with torch.no_grad():
+        for p in loss.actor.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    factor = torch.rand(data.numel()) + 0.5
+    params = list(loss.actor.parameters())
+    for agent in range(3):
+        by_int = loss.actor_terms(data, agent, factor)
+        by_tensor = loss.actor_terms(data, torch.tensor(agent), factor)
+        assert by_int.keys() == by_tensor.keys()
+        for key in by_int.keys():
+            assert torch.equal(by_tensor[key], by_int[key]), (agent, key)
+        total = by_int["loss_objective"] + by_int["loss_entropy"]
+        total_t = by_tensor["loss_objective"] + by_tensor["loss_entropy"]
+        for g, g_t in zip(torch.autograd.grad(total, params), torch.autograd.grad(total_t, params)):
+            assert torch.equal(g_t, g)
+        ratio = loss.agent_ratio(data, agent)
+        assert torch.equal(loss.agent_ratio(data, torch.tensor(agent, dtype=torch.int32)), ratio)
+
+
+def test_a_bad_tensor_agent_index_is_refused_by_name():
+    algo = Algorithm("happo", config=SMALL).build(_multi(), seed=0)
+    data = _batch(algo, _multi()).reshape(-1)
+    loss = algo.learners["walker"].loss
+    with pytest.raises(IndexError, match="agent 2 is out of range for a group of 2 agents"):
+        loss.actor_terms(data, torch.tensor(2))
+    with pytest.raises(IndexError, match="agent -1 is out of range"):
+        loss.agent_ratio(data, torch.tensor(-1))
+    with pytest.raises(TypeError, match=r"0-d int64/int32 tensor, got .* shape \(1,\)"):
+        loss.actor_terms(data, torch.tensor([1]))
+    with pytest.raises(TypeError, match=r"dtype torch\.float32"):
+        loss.actor_terms(data, torch.tensor(1.0))
+
+
+def test_the_loss_leaves_the_callers_data_as_it_was():
+    # the updater reads its whole batch again after each turn (agent_ratio) and cuts the
+    # next turns' minibatches from it: no actor output may be written into it
+    algo = Algorithm("happo", config=SMALL).build(_multi(), seed=0)
+    for group in ("walker", "picker"):
+        data = (
+            _batch(algo, _multi())
+            .reshape(-1)
+            .select(*algo.learners[group].loss.in_keys, strict=False)
+        )
+        keys = set(data.keys(include_nested=True, leaves_only=True))
+        loss = algo.learners[group].loss
+        loss.actor_terms(data, 1, torch.ones(data.numel()))
+        loss.agent_ratio(data, 0)
+        loss.critic_terms(data)
+        assert set(data.keys(include_nested=True, leaves_only=True)) == keys, group
+
+
 def test_checkpoint_round_trip_continues_identically():
     def make():
         return Algorithm("happo", config=SMALL).build(_multi(), seed=0)
