@@ -6,6 +6,11 @@
   :func:`compiled_loss_terms`, the compiled :func:`~marl.algorithms.updates.loss_terms`
   (the loss and the sum of its ``loss_*`` terms). AOTAutograd compiles the backward
   of that graph too; ``backward()`` itself and the optimizer step stay eager;
+- HAPPO's updater (:class:`~marl.algorithms.happo.HAPPOUpdater`), which steps one
+  agent's slice at a time and so has no ``GradientStep``, runs its actor turns' and its
+  critic's terms (:func:`~marl.algorithms.happo.happo_actor_loss_terms`,
+  :func:`~marl.algorithms.happo.happo_critic_loss_terms`) compiled the same way; the
+  agent's index is a tensor input of the graph, so one graph serves every agent;
 - the algorithm's collection policy is compiled in place (``nn.Module.compile``), so
   its ``state_dict`` and the collectors' weight updates are unchanged.
 
@@ -28,28 +33,31 @@ Examples:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar, cast
 
 import torch
-from tensordict import TensorDictBase
 
 __all__ = ["compile_counts", "compiled_loss_terms"]
 
 _COMPILED: dict[Callable[..., Any], Callable[..., Any]] = {}
 
+TermsT = TypeVar("TermsT", bound=Callable[..., Any])
 
-def compiled_loss_terms(
-    terms: Callable[[Any, TensorDictBase], tuple[TensorDictBase, torch.Tensor | None]],
-) -> Callable[[Any, TensorDictBase], tuple[TensorDictBase, torch.Tensor | None]]:
+
+def compiled_loss_terms(terms: TermsT) -> TermsT:
     """``terms`` compiled with ``torch.compile`` (inductor, static shapes), made once.
 
-    One compiled function serves every learner: torch keeps one graph per loss module
-    and minibatch shape (its guards check both).
+    ``terms`` is a plain function of a loss module and its inputs that returns the
+    loss's outputs and the sum of their ``loss_*`` terms:
+    :func:`~marl.algorithms.updates.loss_terms` ``(loss, minibatch)``, or HAPPO's
+    per-agent and critic terms. One compiled function serves every learner: torch
+    keeps one graph per loss module and input shapes (its guards check both); tensor
+    inputs (HAPPO's agent index) are not specialized on their values.
     """
     compiled = _COMPILED.get(terms)
     if compiled is None:
         compiled = _COMPILED[terms] = torch.compile(terms, dynamic=False)
-    return compiled
+    return cast(TermsT, compiled)
 
 
 def compile_counts() -> dict[str, int]:

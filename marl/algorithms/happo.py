@@ -19,7 +19,10 @@ Roles:
   untouched;
 - :class:`HAPPOUpdater`: the sequential update, a
   :class:`~marl.algorithms.contracts.JointUpdater`: ``Algorithm.update`` gives it every
-  HAPPO group, so that one permutation covers the agents of all of them.
+  HAPPO group, so that one permutation covers the agents of all of them;
+- :func:`happo_actor_loss_terms`, :func:`happo_critic_loss_terms`: the loss terms of one
+  actor-turn step and of one critic step, what ``compile=True`` runs through
+  ``torch.compile`` (see ``marl.algorithms._compile``).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ import torch
 from tensordict import TensorDictBase
 
 from marl.algorithms._agent_adam import AgentAdam
+from marl.algorithms._compile import compiled_loss_terms
 from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import stochastic_actor
@@ -44,10 +48,19 @@ from marl.algorithms.updates import (
     UpdateStats,
     clip_grad_norm_per_group_,
     shuffled_minibatches,
+    sum_loss_terms,
 )
 from marl.objectives import HAPPOLoss
 
-__all__ = ["SPEC", "HAPPOConfig", "HAPPOUpdater", "build_happo", "happo_round"]
+__all__ = [
+    "SPEC",
+    "HAPPOConfig",
+    "HAPPOUpdater",
+    "build_happo",
+    "happo_actor_loss_terms",
+    "happo_critic_loss_terms",
+    "happo_round",
+]
 
 
 @dataclass
@@ -82,6 +95,60 @@ class HAPPOConfig(MultiAgentPPO, CentralCritic):
         super().__post_init__()
 
 
+def happo_actor_loss_terms(
+    loss: HAPPOLoss,
+    minibatch: TensorDictBase,
+    agent: int | torch.Tensor,
+    factor: torch.Tensor,
+) -> tuple[TensorDictBase, torch.Tensor | None]:
+    """One actor-turn step's terms: :meth:`HAPPOLoss.actor_terms` and the sum of its
+    ``loss_*`` terms (``None`` when none requires grad).
+
+    A plain function of the loss and its inputs, what ``compile=True`` wraps in
+    ``torch.compile`` (:func:`~marl.algorithms._compile.compiled_loss_terms`); the
+    compiled update passes ``agent`` as a 0-d tensor, so that one graph serves every
+    agent of a group.
+
+    Examples:
+        >>> import torch
+        >>> from marl.algorithms import Algorithm
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> algo = Algorithm("happo").build(MultiAgentFakeEnv(num_envs=2, seed=0), seed=0)
+        >>> learner = algo.learners["walker"]
+        >>> with torch.no_grad():
+        ...     td = MultiAgentFakeEnv(num_envs=2, seed=0).rollout(3, algo.policy)
+        >>> data = learner.updater.prepare(algo.process_batch(td))
+        >>> out, total = happo_actor_loss_terms(learner.loss, data, 1, torch.ones(data.numel()))
+        >>> total.requires_grad, sorted(k for k in out.keys() if k.startswith("loss_"))
+        (True, ['loss_objective'])
+    """
+    out = loss.actor_terms(minibatch, agent, factor)
+    return out, sum_loss_terms(out)
+
+
+def happo_critic_loss_terms(
+    loss: HAPPOLoss, minibatch: TensorDictBase
+) -> tuple[TensorDictBase, torch.Tensor | None]:
+    """One critic step's terms: :meth:`HAPPOLoss.critic_terms` and the sum of its
+    ``loss_*`` terms; compiled with ``compile=True`` as :func:`happo_actor_loss_terms` is.
+
+    Examples:
+        >>> import torch
+        >>> from marl.algorithms import Algorithm
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> algo = Algorithm("happo").build(MultiAgentFakeEnv(num_envs=2, seed=0), seed=0)
+        >>> learner = algo.learners["picker"]
+        >>> with torch.no_grad():
+        ...     td = MultiAgentFakeEnv(num_envs=2, seed=0).rollout(3, algo.policy)
+        >>> data = learner.updater.prepare(algo.process_batch(td))
+        >>> out, total = happo_critic_loss_terms(learner.loss, data)
+        >>> total is out["loss_critic"]
+        True
+    """
+    out = loss.critic_terms(minibatch)
+    return out, sum_loss_terms(out)
+
+
 class HAPPOUpdater:
     """HAPPO's update of one group, run jointly with the other HAPPO groups'.
 
@@ -95,8 +162,13 @@ class HAPPOUpdater:
        (``AgentAdam.step(agents=[i])``), then ``M *= ratio`` of the updated agent on the
        whole batch; last, each critic trains for ``epochs`` passes.
 
-    The update runs eagerly: ``Algorithm.build(compile=True)`` compiles the collection
-    policy, not these steps.
+    With ``compile``, each step's loss terms (an actor turn's,
+    :func:`happo_actor_loss_terms`, and the critic's, :func:`happo_critic_loss_terms`)
+    run through ``torch.compile``, their backward compiled with them, as every other
+    learner's ``GradientStep`` does (``marl.algorithms._compile``); the agent's index is
+    a tensor input, so a group compiles one actor graph for all its agents and one
+    critic graph. ``backward()``, the clipping, ``AgentAdam``'s step, the minibatch
+    gathering and ``M``'s update on the whole batch stay eager.
 
     Args:
         group: the group's label (named in :attr:`last_order`).
@@ -109,6 +181,8 @@ class HAPPOUpdater:
         max_grad_norm: gradient clipping of the actor and of the critic (``None``: off).
         sync: average the gradients over data-parallel ranks before each step, before
             the clipping (:class:`~marl.algorithms.updates.GradientSync`; ``None``: off).
+        compile: run the actor turns' and the critic's loss terms (and so their
+            backward) through ``torch.compile``.
 
     Raises:
         ValueError: for a non-positive ``epochs``/``minibatch_size``, or an optimizer with
@@ -129,6 +203,7 @@ class HAPPOUpdater:
         minibatch_size: int,
         max_grad_norm: float | None,
         sync: GradientSync | None = None,
+        compile: bool = False,
     ) -> None:
         if epochs < 1 or minibatch_size < 1:
             raise ValueError(
@@ -151,6 +226,14 @@ class HAPPOUpdater:
         self.minibatch_size = minibatch_size
         self.max_grad_norm = max_grad_norm
         self.sync = sync
+        self._compiled = compile
+        self._actor_terms = (
+            compiled_loss_terms(happo_actor_loss_terms) if compile else happo_actor_loss_terms
+        )
+        self._critic_terms = (
+            compiled_loss_terms(happo_critic_loss_terms) if compile else happo_critic_loss_terms
+        )
+        self._steps = 0
         self._keys = list(loss.in_keys)
         self.last_order: list[tuple[str, int]] = []
         """The agents, ``(group, agent index)``, in the order of the last update."""
@@ -162,6 +245,17 @@ class HAPPOUpdater:
     @property
     def optimizer(self) -> AgentAdam:
         return self._optimizer
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the actor turns' and the critic's loss terms run compiled."""
+        return self._compiled
+
+    @property
+    def steps(self) -> int:
+        """Optimizer steps run so far, actor turns' and critic's (all of them compiled
+        when :attr:`compiled`)."""
+        return self._steps
 
     @property
     def buffer(self) -> None:
@@ -226,12 +320,15 @@ class HAPPOUpdater:
         Returns:
             ``M`` for the next agent: ``factor`` times this agent's new ratio.
         """
+        # compiled: the index as a tensor input, so that every agent runs the same graph
+        # (an int would be a constant of the graph: one recompilation per agent)
+        index = torch.tensor(agent, device=data.device) if self._compiled else agent
         for minibatch, mb_factor in shuffled_minibatches(
             data, self.minibatch_size, self.epochs, factor
         ):
             self._optimizer.zero_grad(set_to_none=True)
-            terms = self._loss.actor_terms(minibatch, agent, mb_factor)
-            self._step(terms, [agent])
+            terms, total = self._actor_terms(self._loss, minibatch, index, mb_factor)
+            self._step(total, [agent])
             stats.add(terms.detach())
         return factor * self._loss.agent_ratio(data, agent)
 
@@ -239,13 +336,13 @@ class HAPPOUpdater:
         """The critic's epochs on the value targets (the actors get no gradient)."""
         for (minibatch,) in shuffled_minibatches(data, self.minibatch_size, self.epochs):
             self._optimizer.zero_grad(set_to_none=True)
-            terms = self._loss.critic_terms(minibatch)
-            self._step(terms, None)
+            terms, total = self._critic_terms(self._loss, minibatch)
+            self._step(total, None)
             stats.add(terms.detach())
 
-    def _step(self, terms: TensorDictBase, agents: list[int] | None) -> None:
-        total = sum(v for k, v in terms.items() if k.startswith("loss_") and v.requires_grad)
-        if not isinstance(total, torch.Tensor):
+    def _step(self, total: torch.Tensor | None, agents: list[int] | None) -> None:
+        self._steps += 1
+        if total is None:
             return
         total.backward()
         if self.sync is not None:
@@ -337,6 +434,7 @@ def build_happo(info: GroupInfo, config: HAPPOConfig) -> GroupLearner:
         minibatch_size=c.minibatch_size,
         max_grad_norm=c.max_grad_norm,
         sync=info.gradient_sync,
+        compile=info.compile,
     )
     return GroupLearner(
         info,

@@ -90,6 +90,43 @@ def test_compiled_loss_matches_eager(name, group):
         torch.testing.assert_close(grads[key], grad, rtol=RTOL, atol=ATOL)
 
 
+def test_compiled_happo_update_matches_eager_with_one_actor_graph_for_every_agent():
+    """HAPPO has no GradientStep: its updater compiles its actor turns and critic steps."""
+    start = compile_counts()
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    # picker: 3 agents, masked discrete actions and per-agent masks; walker: eager IPPO
+    config = {"picker": _config("happo"), "walker": _config("ippo")}
+    eager, compiled = (
+        Algorithm({"picker": "happo", "walker": "ippo"}, config).build(env, seed=0, compile=c)
+        for c in (False, True)
+    )
+    updater, eager_updater = compiled.learners["picker"].updater, eager.learners["picker"].updater
+    assert updater.compiled and not eager_updater.compiled
+    batch = eager.process_batch(Collector(env, eager.policy, frames_per_batch=32).rollout())
+    loss = eager.learners["picker"].loss
+    initial = {k: p.detach().clone() for k, p in loss.named_parameters()}
+    torch.manual_seed(1)  # the agents' order and the minibatches
+    eager_logs = eager_updater.update(batch.clone())
+    before = compile_counts()
+    assert before == start  # nothing compiled HAPPO's loss before its compiled update
+    torch.manual_seed(1)
+    logs = updater.update(batch.clone())
+    after = compile_counts()
+    # compiled: one actor-turn graph for the 3 agents (the index is a tensor input; an
+    # int would recompile per agent) and one critic graph, no graph break
+    assert 0 < after["frames"] - before["frames"] <= 2
+    assert after["graph_breaks"] == before["graph_breaks"]
+    # 32 samples in minibatches of 16, one epoch: 2 steps per agent, 2 for the critic
+    assert updater.steps == eager_updater.steps == 3 * 2 + 2
+    assert logs.keys() == eager_logs.keys()
+    for key, value in eager_logs.items():
+        assert logs[key] == pytest.approx(value, rel=RTOL, abs=ATOL), key
+    params = dict(compiled.learners["picker"].loss.named_parameters())
+    for key, param in eager.learners["picker"].loss.named_parameters():
+        assert not torch.equal(param, initial[key]), key  # every actor and critic part trained
+        torch.testing.assert_close(params[key], param, rtol=RTOL, atol=ATOL)
+
+
 def test_compile_needs_a_bool():
     with pytest.raises(TypeError, match="compile must be True, False or None"):
         Algorithm("mappo").build(MultiAgentFakeEnv(num_envs=2), compile="yes")

@@ -28,6 +28,7 @@ from marl.algorithms.updates.gradient import (
     loss_and_backward,
     loss_terms,
     make_optimizer,
+    sum_loss_terms,
 )
 from marl.algorithms.updates.off_policy import (
     OffPolicyUpdater,
@@ -57,4 +58,5 @@ __all__ = [
     "off_policy_buffer",
     "off_policy_learner",
     "shuffled_minibatches",
+    "sum_loss_terms",
 ]

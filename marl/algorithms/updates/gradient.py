@@ -37,6 +37,7 @@ __all__ = [
     "loss_and_backward",
     "loss_terms",
     "make_optimizer",
+    "sum_loss_terms",
 ]
 
 
@@ -104,11 +105,29 @@ def loss_terms(loss: Loss, minibatch: TensorDictBase) -> tuple[TensorDictBase, t
     term on a delayed step) are left out of the sum (``None`` when no term requires it).
     """
     out = loss(minibatch)
+    return out, sum_loss_terms(out)
+
+
+def sum_loss_terms(out: TensorDictBase) -> torch.Tensor | None:
+    """The sum of the ``loss_*`` entries of ``out`` that require grad (``None``: none does).
+
+    What :func:`loss_terms` adds to a loss's outputs; a loss called otherwise (HAPPO's
+    per-agent terms) sums its outputs with it too.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> w = torch.ones(2, requires_grad=True)
+        >>> out = TensorDict(loss_a=w.sum(), loss_b=w.sum().detach(), kl=w.mean())
+        >>> sum_loss_terms(out)
+        tensor(2., grad_fn=<SumBackward0>)
+        >>> print(sum_loss_terms(out.detach()))
+        None
+    """
     total = None
     for key, value in out.items():
         if key.startswith("loss_") and value.requires_grad:
             total = value if total is None else total + value
-    return out, total
+    return total
 
 
 def loss_and_backward(
