@@ -11,7 +11,7 @@ import pytest
 import torch
 from tensordict import TensorDictBase
 
-from marl.algorithms import Algorithm, Trainer
+from marl.algorithms import Algorithm, Trainer, compile_report
 from marl.algorithms._compile import compile_counts, compiled_loss_terms
 from marl.algorithms.updates import loss_and_backward, loss_terms
 from marl.collectors import Collector
@@ -118,6 +118,8 @@ def test_compiled_happo_update_matches_eager_with_one_actor_graph_for_every_agen
     assert after["graph_breaks"] == before["graph_breaks"]
     # 32 samples in minibatches of 16, one epoch: 2 steps per agent, 2 for the critic
     assert updater.steps == eager_updater.steps == 3 * 2 + 2
+    assert compile_report(compiled)["steps"]["picker"] == 8
+    assert compile_report(eager)["eager_steps"]["picker"] == 8
     assert logs.keys() == eager_logs.keys()
     for key, value in eager_logs.items():
         assert logs[key] == pytest.approx(value, rel=RTOL, abs=ATOL), key

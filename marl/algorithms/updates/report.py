@@ -6,6 +6,7 @@ from typing import Any
 
 from marl.algorithms._compile import compile_counts
 from marl.algorithms.base import Algorithm
+from marl.algorithms.updates.gradient import GradientStep
 from marl.algorithms.updates.off_policy import OffPolicyUpdater
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
 
@@ -17,9 +18,10 @@ def compile_report(algorithm: Algorithm) -> dict[str, Any]:
 
     Returns:
         ``{"steps": {group: optimizer steps run by a compiled GradientStep},
-        "eager_steps": {group: steps run eagerly}}`` (learners of the updaters of this
-        module) and :func:`~marl.algorithms._compile.compile_counts` (frames, graphs and
-        graph breaks compiled so far in this process).
+        "eager_steps": {group: steps run eagerly}}`` (learners of the on- and off-policy
+        updaters, and HAPPO's, whose actor turns and critic steps count) and
+        :func:`~marl.algorithms._compile.compile_counts` (frames, graphs and graph
+        breaks compiled so far in this process).
 
     Examples:
         >>> from marl.algorithms import Algorithm
@@ -28,11 +30,19 @@ def compile_report(algorithm: Algorithm) -> dict[str, Any]:
         >>> report["steps"], report["eager_steps"]
         ({'walker': 0, 'picker': 0}, {'walker': 0, 'picker': 0})
     """
+    # imported here: marl.algorithms.happo imports marl.algorithms.updates, whose
+    # __init__ imports this module
+    from marl.algorithms.happo import HAPPOUpdater
+
     steps, eager = {}, {}
     for label, learner in algorithm.group_learners():
         updater = learner.updater
         if isinstance(updater, (OnPolicyUpdater, OffPolicyUpdater)):
-            step = updater.gradient_step
-            steps[label] = step.steps if step.compiled else 0
-            eager[label] = 0 if step.compiled else step.steps
+            step: GradientStep | HAPPOUpdater = updater.gradient_step
+        elif isinstance(updater, HAPPOUpdater):  # no GradientStep: it counts its own steps
+            step = updater
+        else:
+            continue
+        steps[label] = step.steps if step.compiled else 0
+        eager[label] = 0 if step.compiled else step.steps
     return {"steps": steps, "eager_steps": eager, **compile_counts()}
