@@ -96,7 +96,7 @@ CASES = {
     "ippo": Case(ON_POLICY, 90_000, 0.4, frames_per_batch=6000),  # 0.860, 1.030
     # HAPPO: MAPPO's settings, each of the 3 agents in turn (4 epochs each), then the critic;
     # 31-32 CPU s per seed (MAPPO: 20); with --disable-learning: -0.180, -2.556 (both fail)
-    "happo": Case(ON_POLICY, 90_000, 0.4, frames_per_batch=6000),  # 0.806, 0.662
+    "happo": Case(ON_POLICY, 90_000, 0.4, frames_per_batch=6000),  # 0.613, 0.749 (a71b3d5)
     # MAT: MAPPO's settings; the transformer's default size (1 block, 64 wide, 1 head);
     # 58-62 CPU s per seed (collection decodes the 3 agents in turn); with
     # --disable-learning: -4.971, -2.002 (both fail)
