@@ -61,7 +61,15 @@ class PPOConfig(PPORecipe):
 
 def point_at_group(loss: LossT, info: GroupInfo) -> LossT:
     """Point a policy-gradient loss at the group's entries (its agent mask included, when
-    the group has one) and return it."""
+    the group has one) and return it.
+
+    In a data-parallel run (``info.gradient_sync``), the loss also standardizes its
+    advantages with the statistics of every rank's samples
+    (:meth:`~marl.objectives.PPOLoss.share_advantage_statistics`), so that the ranks'
+    update is one process's on the union of their shares.
+    """
+    if info.gradient_sync is not None:
+        loss.share_advantage_statistics(info.gradient_sync)
     loss.set_keys(
         **info.loss_keys(),
         sample_log_prob=info.key("action_log_prob"),

@@ -25,6 +25,7 @@ from marl.objectives.settings import (
     SACSettings,
     TD3Settings,
 )
+from marl.objectives.standardize import RankSum, standardize
 from marl.objectives.targets import HardUpdate, SoftUpdate
 from marl.objectives.td3 import TD3Loss
 
@@ -49,6 +50,7 @@ __all__ = [
     "PQNSettings",
     "QLambda",
     "QMixLoss",
+    "RankSum",
     "SACLoss",
     "SACSettings",
     "SoftUpdate",
@@ -58,5 +60,6 @@ __all__ = [
     "VTrace",
     "ValueEstimator",
     "settings",
+    "standardize",
     "value",
 ]

@@ -22,6 +22,7 @@ from marl.objectives.common import (
 )
 from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
 from marl.objectives.settings import A2CSettings, PolicyGradientSettings, PPOSettings
+from marl.objectives.standardize import RankSum, standardize
 
 __all__ = ["A2CLoss", "PPOLoss"]
 
@@ -80,6 +81,9 @@ class _PolicyGradientLoss(LossModule):
         self.normalize_advantage = settings.normalize_advantage
         self.clip_value: float | None = None  # PPO's critic clip; A2C has none
         self.normalize_advantage_exclude_dims = tuple(normalize_advantage_exclude_dims)
+        # data-parallel: the advantage statistics summed over the ranks (see
+        # share_advantage_statistics); None: this process's samples
+        self.statistics_sync: RankSum | None = None
         self.value_estimator: ValueEstimator | None = None
         if critic is not None:
             self.make_value_estimator("gae", gamma=settings.gamma, lmbda=settings.lmbda)
@@ -103,6 +107,43 @@ class _PolicyGradientLoss(LossModule):
         est.set_keys(**{k: keys[k] for k in est.default_keys if k in keys})
         self.value_estimator = est
         return est
+
+    def share_advantage_statistics(self, sync: RankSum | None) -> None:
+        """Standardize the advantage with the statistics of every data-parallel rank.
+
+        Each rank of a data-parallel run holds a share of each minibatch (and of each
+        batch): with ``sync``, the count, sum and sum of squares of the advantages are
+        summed over the ranks before standardizing, so that the ranks' update equals
+        one process's on the union of their shares. Every rank must then call the loss
+        alike (the synchronized updaters do). The builders of the policy-gradient
+        learners pass the learner's ``GradientSync`` here.
+
+        Args:
+            sync: sums a tensor over the ranks (``all_sum``), e.g. a
+                :class:`~marl.algorithms.updates.GradientSync`; ``None``: this
+                process's samples only.
+
+        Raises:
+            TypeError: when ``sync`` has no ``all_sum`` method.
+
+        Examples:
+            >>> from tensordict.nn import TensorDictModule, ProbabilisticTensorDictModule as P
+            >>> from tensordict.nn import ProbabilisticTensorDictSequential as S
+            >>> actor = S(TensorDictModule(torch.nn.Linear(3, 4), ["observation"], ["logits"]),
+            ...           P(["logits"], ["action"], distribution_class=D.Categorical))
+            >>> loss = PPOLoss(actor)
+            >>> loss.share_advantage_statistics(object())
+            Traceback (most recent call last):
+            ...
+            TypeError: share_advantage_statistics expects an object with all_sum(tensor) (e.g. a GradientSync) or None, got object
+            >>> loss.share_advantage_statistics(None)
+        """
+        if sync is not None and not isinstance(sync, RankSum):
+            raise TypeError(
+                "share_advantage_statistics expects an object with all_sum(tensor) (e.g. a "
+                f"GradientSync) or None, got {type(sync).__name__}"
+            )
+        self.statistics_sync = sync
 
     def _keys_changed(self, keys: dict[str, NestedKey]) -> None:
         if self.value_estimator is not None:
@@ -135,6 +176,7 @@ class _PolicyGradientLoss(LossModule):
 
         With an agent ``mask``, the statistics are over the unmasked agents only and the
         masked agents' advantages are zeroed (their values are garbage: a dead agent's).
+        With :attr:`statistics_sync`, they are over every data-parallel rank's samples.
         """
         adv = td.get(self.tensor_keys.advantage, None)
         if adv is None:
@@ -145,18 +187,10 @@ class _PolicyGradientLoss(LossModule):
                 )
             self.value_estimator(td)
             adv = td.get(self.tensor_keys.advantage)
-        if self.normalize_advantage and mask is not None:
-            m = mask.reshape(mask.shape + (1,) * (adv.ndim - mask.ndim)).to(adv.dtype)
-            count = m.sum().clamp_min(1.0)
-            mean = (adv * m).sum() / count
-            var = ((adv - mean).pow(2) * m).sum() / (count - 1).clamp_min(1.0)
-            adv = (adv - mean) / var.sqrt().clamp_min(1e-6) * m
-        elif self.normalize_advantage and adv.numel() > 1:
-            keep = {d % adv.ndim for d in self.normalize_advantage_exclude_dims}
-            dims = tuple(d for d in range(adv.ndim) if d not in keep)
-            mean = adv.mean(dims, keepdim=True)
-            std = adv.std(dims, keepdim=True) if dims else torch.ones_like(adv)
-            adv = (adv - mean) / std.clamp_min(1e-6)
+        if self.normalize_advantage:
+            adv = standardize(
+                adv, mask, self.normalize_advantage_exclude_dims, self.statistics_sync
+            )
         return adv
 
     def _dist_and_value(self, td: TensorDictBase) -> tuple[D.Distribution, torch.Tensor | None]:

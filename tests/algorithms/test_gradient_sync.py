@@ -8,7 +8,9 @@ seeded rollout) and runs ONE optimizer step of the tested group's learner on it
 (its ``GradientStep`` directly: no replay sampling, no minibatch shuffling); the
 parameters, target networks included, must equal those of one process stepping on
 the whole minibatch. Every loss is a mean over equally sized halves, so the average
-of the halves' gradients is the union's gradient.
+of the halves' gradients is the union's gradient. PPO's and MAPPO's minibatch (and
+HAPPO's batch) advantage standardization stays on: its statistics are summed over the
+ranks, and the same step with per-rank statistics must leave the union.
 
 Sampling losses would draw other noise in each half than on the union, so the
 stochastic families train the discrete group, whose losses are exact expectations
@@ -28,19 +30,21 @@ import torch.multiprocessing as mp
 from marl.algorithms import Algorithm
 from marl.algorithms.updates import GradientSync, UpdateStats
 from marl.envs import RewardSum, TransformedEnv
+from marl.objectives import standardize
 from marl.testing import MultiAgentFakeEnv
 
 WORLD = 2
 SAMPLES = 32  # 4 envs x 8 steps; each rank gets 16
 ON = {"actor_cells": (16,), "critic_cells": (16,), "lr": 1e-3, "epochs": 1}
-# PPO standardizes the advantage over each minibatch, a per-batch statistic that the
-# halves do not share with the union: turned off here (CleanRL's multi-GPU PPO, too,
-# standardizes over each rank's local minibatch, so its ranks differ from one process)
-PPO = {**ON, "normalize_advantage": False, "minibatch_size": SAMPLES}
+# PPO standardizes the advantage over each minibatch (HAPPO over each batch): with a
+# GradientSync the statistics are summed over the ranks (the loss's
+# share_advantage_statistics), so the halves standardize as the union does
+PPO = {**ON, "minibatch_size": SAMPLES}
 OFF = {"actor_cells": (16,), "critic_cells": (16,), "learning_starts": 0, "batch_size": 16}
 # {family: (trained group, config)}; the learning rates make one Adam step move the
 # parameters by ~1e-3, so that the unsynced mutation is far from the 1e-6 tolerance
 FAMILIES = {
+    "ppo": ("picker", PPO),
     "mappo": ("picker", PPO),
     "happo": ("picker", PPO),
     "masac": ("picker", {**OFF, "actor_lr": 1e-3, "critic_lr": 1e-3, "alpha_lr": 1e-3}),
@@ -48,6 +52,8 @@ FAMILIES = {
     "qmix": ("picker", {"cells": (16,), "learning_starts": 0, "batch_size": 16, "lr": 1e-3}),
     "pqn_vdn": ("picker", {"cells": (16,), "minibatch_size": SAMPLES, "epochs": 1, "lr": 1e-3}),
 }
+# the families whose loss standardizes the advantage
+STANDARDIZING = ("ppo", "mappo", "happo")
 
 
 def _env() -> TransformedEnv:
@@ -77,7 +83,7 @@ def _one_step(algo: Algorithm, name: str, minibatch) -> dict[str, torch.Tensor]:
     torch.manual_seed(2)  # HAPPO's turn shuffles its (one) minibatch: a mean ignores order
     if name == "happo":
         updater = learner.updater
-        data = updater.prepare(minibatch)  # no standardization (normalize_advantage=False)
+        data = updater.prepare(minibatch)  # standardizes the advantage over the batch
         updater.agent_turn(data, 0, torch.ones(data.numel()), UpdateStats())
         updater.critic_update(data, UpdateStats())
     else:
@@ -113,6 +119,27 @@ def _sync_unit_checks(sync: GradientSync) -> dict[str, object]:
     }
 
 
+def _advantages() -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-agent advantages ``[32, 3, 1]`` and a mask ``[32, 3]`` (some agents out)."""
+    generator = torch.Generator().manual_seed(3)
+    adv = torch.randn(SAMPLES, 3, 1, generator=generator) * 2 + 0.5
+    return adv, torch.rand(SAMPLES, 3, generator=generator) > 0.3
+
+
+def _standardize_checks(sync: GradientSync | None, rank: int | None) -> dict[str, torch.Tensor]:
+    """``standardize`` on rank ``rank``'s half (with ``sync``) or on the union (``None``):
+    over every entry, per agent (``exclude_dims``), and over a mask's entries."""
+    adv, mask = _advantages()
+    if rank is not None:
+        half = SAMPLES // WORLD
+        adv, mask = adv[rank * half : (rank + 1) * half], mask[rank * half : (rank + 1) * half]
+    return {
+        "all": standardize(adv, sync=sync),
+        "per_agent": standardize(adv, exclude_dims=(-2,), sync=sync),
+        "masked": standardize(adv, mask, sync=sync),
+    }
+
+
 def _rank(rank: int, store: str, out: str) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"file://{store}", rank=rank, world_size=WORLD)
@@ -129,7 +156,14 @@ def _rank(rank: int, store: str, out: str) -> None:
             mine = mb[rank * half : (rank + 1) * half]
             results[name] = _one_step(_build(name, sync), name, mine)
             # the mutation: each rank steps on its half alone
-            results[f"{name}/nosync"] = _one_step(_build(name, None), name, mine)
+            results[f"{name}/nosync"] = _one_step(_build(name, sync=None), name, mine)
+            if name in STANDARDIZING:
+                # the other mutation: gradients averaged, but each rank standardizes its
+                # advantages with its own statistics
+                algo = _build(name, sync)
+                algo.learners[FAMILIES[name][0]].loss.share_advantage_statistics(None)
+                results[f"{name}/rank_statistics"] = _one_step(algo, name, mine)
+        results["standardize"] = _standardize_checks(sync, rank)
         torch.save(results, os.path.join(out, f"rank{rank}.pt"))
     finally:
         dist.destroy_process_group()
@@ -141,6 +175,7 @@ def ranks(tmp_path_factory):
     minibatches = {name: _minibatch(name) for name in FAMILIES}
     torch.save(minibatches, out / "minibatches.pt")
     union = {name: _one_step(_build(name, None), name, mb) for name, mb in minibatches.items()}
+    union["standardize"] = _standardize_checks(None, None)
     mp.spawn(_rank, args=(str(out / "store"), str(out)), nprocs=WORLD, join=True)
     results = [torch.load(out / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
     return union, results
@@ -175,6 +210,29 @@ def test_without_the_sync_the_ranks_leave_the_union(ranks, name):
         diff = _max_diff(results[r][f"{name}/nosync"], union[name])
         print(f"{name} rank {r}: max |unsynced - union| = {diff:.3g}")
         assert diff > 1e-4, (name, r, diff)
+
+
+@pytest.mark.parametrize("name", STANDARDIZING)
+def test_per_rank_advantage_statistics_leave_the_union(ranks, name):
+    # the mutation: the gradients averaged, each rank's advantages standardized alone
+    union, results = ranks
+    for r in range(WORLD):
+        diff = _max_diff(results[r][f"{name}/rank_statistics"], union[name])
+        print(f"{name} rank {r}: max |rank statistics - union| = {diff:.3g}")
+        assert diff > 1e-4, (name, r, diff)
+
+
+def test_standardize_over_ranks_equals_the_union(ranks):
+    union, results = ranks
+    half = SAMPLES // WORLD
+    for r in range(WORLD):
+        for kind, value in results[r]["standardize"].items():
+            expected = union["standardize"][kind][r * half : (r + 1) * half]
+            torch.testing.assert_close(value, expected, rtol=0, atol=1e-6, msg=kind)
+    # the union's own statistics: what a rank alone gets is something else
+    adv, _ = _advantages()
+    alone = standardize(adv[:half])
+    assert (alone - union["standardize"]["all"][:half]).abs().max() > 1e-2
 
 
 def test_gradient_sync_averages_and_keeps_untrained_parameters_none(ranks):

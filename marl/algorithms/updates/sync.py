@@ -7,7 +7,9 @@ averages the gradients over the ranks before every optimizer step (inside
 steps the same optimizer on the same averaged gradient. Started from equal parameters
 (:meth:`GradientSync.broadcast_`, which ``Algorithm.build(gradient_sync=...)`` runs),
 the ranks stay equal, and equal to one process stepping on the union of the shares
-when the loss is a mean over equally sized shares.
+when the loss is a mean over equally sized shares. The statistics a loss takes over
+its samples (PPO's advantage standardization) are summed over the ranks with
+:meth:`GradientSync.all_sum`, so they are the union's too.
 """
 
 from __future__ import annotations
@@ -108,6 +110,25 @@ class GradientSync:
                     p.grad = grad.clone()
                 else:
                     p.grad.copy_(grad)
+
+    @torch.no_grad()
+    def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The elementwise sum of ``tensor`` over the ranks, as a new tensor.
+
+        What the losses sum their statistics with (the advantage's count, sum and sum
+        of squares: :meth:`marl.objectives.PPOLoss.share_advantage_statistics`). Every
+        rank must call it with a tensor of the same shape and dtype.
+
+        Args:
+            tensor: this rank's values (on the group's device: CPU for gloo, CUDA for nccl).
+
+        Returns:
+            The sum over the ranks (a copy of ``tensor`` with one rank).
+        """
+        out = tensor.detach().clone()
+        if self.world_size > 1:
+            torch.distributed.all_reduce(out, group=self.group)
+        return out
 
     @torch.no_grad()
     def broadcast_(self, tensors: nn.Module | Iterable[torch.Tensor], src: int = 0) -> None:
