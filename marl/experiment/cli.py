@@ -413,6 +413,7 @@ def main() -> None:
         run_holding,
     )
     from marl.experiment.data_parallel import follower_args, launch_rank, process_group
+    from marl.experiment.peers import PeerLost
 
     rank, args = launch_rank(), sys.argv[1:]
     if rank:  # torchrun's rank > 0 writes nothing into the run folder: hydra's go elsewhere
@@ -449,14 +450,19 @@ def main() -> None:
             sys.stderr.write(f"marl-run: {err}\n")
             sys.exit(2)
         # under torchrun (WORLD_SIZE > 1): one rank of a data-parallel run
-        with process_group(exp.config.train_device) as data_parallel:
+        c = exp.config
+        with process_group(c.train_device, c.peer_timeout_s) as data_parallel:
             if data_parallel is not None:
                 try:
                     exp.use_data_parallel(data_parallel)
                 except ValueError as err:
                     sys.stderr.write(f"marl-run: {err}\n")
                     sys.exit(2)
-            summary = exp.run()
+            try:
+                summary = exp.run()
+            except PeerLost as err:  # a data-parallel peer died or hung: its line, and 1
+                sys.stderr.write(f"marl-run: {err}\n")
+                sys.exit(1)
         # the return value is what hydra's sweepers optimize
         return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
 

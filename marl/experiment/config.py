@@ -189,6 +189,12 @@ class ExperimentConfig:
     final checkpoint before stopping at once without one, the last checkpoint kept
     (``None``: wait as long as it takes). The default, 20 s, is under the 30 s SLURM and
     Kubernetes give a job between SIGTERM and SIGKILL."""
+    peer_timeout_s: float | None = 30.0
+    """Data-parallel runs (torchrun): seconds without a heartbeat after which another rank
+    counts as lost (hung, or its machine unreachable), and this rank stops with an error
+    naming it (:mod:`marl.experiment.peers`). A rank that dies is noticed at once, when its
+    connection closes. ``None``: no heartbeats (a rank then waits for the process
+    group's own timeout, 30 minutes with gloo)."""
 
     # --- export --------------------------------------------------------------
     export: list[str] = field(default_factory=list)
@@ -222,7 +228,7 @@ class ExperimentConfig:
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
         need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
-        for name in ("stop_timeout_s", "collector_timeout"):  # bounds in seconds
+        for name in ("stop_timeout_s", "collector_timeout", "peer_timeout_s"):  # seconds
             seconds = getattr(self, name)
             need(seconds is None or seconds > 0, name, "None or a number of seconds > 0")
         need(

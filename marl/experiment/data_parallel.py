@@ -15,9 +15,13 @@ and ``MASTER_PORT`` in each. With ``WORLD_SIZE > 1`` the run is data-parallel:
   before every optimizer step (:class:`~marl.algorithms.updates.GradientSync`), and
   counts frames globally (rank frames x ``world_size``);
 - rank 0 alone writes the run folder; the others write nothing there;
-- :meth:`DataParallel.check_agreement` compares the ranks' parameters at the end.
+- :meth:`DataParallel.check_agreement` compares the ranks' parameters at the end;
+- a :class:`~marl.experiment.peers.PeerMonitor` exchanges heartbeats between the ranks,
+  so that a rank that dies or hangs stops the others within seconds, with an error
+  naming it (:class:`~marl.experiment.peers.PeerLost`; :func:`checked_peers`).
 
-Every other module reaches ``torch.distributed`` through this one (or ``GradientSync``).
+Every other module reaches ``torch.distributed`` through this one (or ``GradientSync``,
+or :mod:`~marl.experiment.peers`).
 Without ``WORLD_SIZE > 1`` nothing here runs and a run is the ordinary one process.
 """
 
@@ -34,12 +38,14 @@ from torch import nn
 
 from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm
 from marl.algorithms.updates import GradientSync
+from marl.experiment.peers import PeerMonitor, peers_checked
 
 __all__ = [
     "RANK_SEED_STRIDE",
     "SPLIT_FIELDS",
     "DataParallel",
     "check_world_size",
+    "checked_peers",
     "follower_args",
     "launch_rank",
     "process_group",
@@ -108,11 +114,13 @@ class DataParallel:
         rank: this process's rank (0 writes the run folder).
         world_size: the number of ranks.
         sync: the gradient averaging over the ranks (``Algorithm.build(gradient_sync=)``).
+        monitor: the heartbeats with the other ranks (``None``: none).
     """
 
     rank: int
     world_size: int
     sync: GradientSync
+    monitor: PeerMonitor | None = None
 
     @property
     def writes(self) -> bool:
@@ -189,12 +197,13 @@ class DataParallel:
         random generators and replay buffers restart from its rank seed (only rank 0's
         are in the checkpoint). Then :meth:`check_agreement`.
         """
-        if state is not None:
-            own = ("collector", "torch_rng", "buffers")
-            trainer.load_state_dict({k: v for k, v in state["trainer"].items() if k not in own})
-        for _ in trainer.train():
-            pass
-        self.check_agreement(trainer.algorithm)
+        with peers_checked(self.monitor):
+            if state is not None:
+                own = ("collector", "torch_rng", "buffers")
+                trainer.load_state_dict({k: v for k, v in state["trainer"].items() if k not in own})
+            for _ in trainer.train():
+                pass
+            self.check_agreement(trainer.algorithm)
 
     @torch.no_grad()
     def check_agreement(self, module: nn.Module, rtol: float = 1e-9) -> None:
@@ -224,16 +233,42 @@ class DataParallel:
             )
 
 
+def checked_peers(
+    data_parallel: DataParallel | None, write_status: Any = None
+) -> contextlib.AbstractContextManager[None]:
+    """Around a rank's training: an error that came from a lost peer becomes
+    :class:`~marl.experiment.peers.PeerLost`, naming it (see
+    :func:`~marl.experiment.peers.peers_checked`).
+
+    Args:
+        data_parallel: this rank's :class:`DataParallel` (``None``: one process, nothing
+            checked).
+        write_status: ``(status, **fields) -> None``, rank 0's ``status.json`` writer: the
+            monitor writes ``failed`` with it before it ends a process that a hung peer
+            blocks.
+    """
+    monitor = data_parallel.monitor if data_parallel is not None else None
+    hook = None if write_status is None else (lambda msg: write_status("failed", error=msg))
+    return peers_checked(monitor, hook)
+
+
 @contextlib.contextmanager
-def process_group(train_device: str) -> Iterator[DataParallel | None]:
+def process_group(
+    train_device: str, peer_timeout_s: float | None = None
+) -> Iterator[DataParallel | None]:
     """The default process group of a ``torchrun`` launch, for the run; ``None`` without one.
 
     ``gloo`` when ``train_device`` is ``cpu``; ``nccl`` otherwise, with
     ``cuda:LOCAL_RANK`` as this process's current device (so ``cuda`` means it). The
     group is destroyed when the block ends.
 
+    With ``peer_timeout_s``, every rank runs a
+    :class:`~marl.experiment.peers.PeerMonitor` for the block, and tells the others how
+    its run ended (finished, or an error) when the block ends.
+
     Args:
         train_device: ``experiment.train_device``.
+        peer_timeout_s: ``experiment.peer_timeout_s`` (``None``: no heartbeats).
 
     Yields:
         This rank's :class:`DataParallel`, or ``None`` when ``WORLD_SIZE`` is unset or 1.
@@ -248,7 +283,12 @@ def process_group(train_device: str) -> Iterator[DataParallel | None]:
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         backend = "nccl"
     dist.init_process_group(backend, init_method="env://")
+    monitor = None if peer_timeout_s is None else PeerMonitor(peer_timeout_s).start()
+    ok = False
     try:
-        yield DataParallel(dist.get_rank(), dist.get_world_size(), GradientSync())
+        yield DataParallel(dist.get_rank(), dist.get_world_size(), GradientSync(), monitor)
+        ok = True
     finally:
+        if monitor is not None:
+            monitor.close(ok)
         dist.destroy_process_group()

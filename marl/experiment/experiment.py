@@ -1,9 +1,8 @@
 """``Experiment``: one algorithm, one task, one seed, with everything a run leaves behind.
 
-It wraps :class:`~marl.algorithms.Trainer` and adds what a user needs to trust
-and reuse a run: the resolved config, scalar logs, evaluation results in the
-marl-eval ``results.json`` format, a ``curves.png``, evaluation videos,
-atomic checkpoints with resume, and a progress display.
+It wraps :class:`~marl.algorithms.Trainer` and adds what a user needs to trust and reuse
+a run: the resolved config, scalar logs, evaluation results in the marl-eval
+``results.json`` format, ``curves.png``, videos, atomic checkpoints, a progress display.
 
 The output folder::
 
@@ -57,7 +56,7 @@ from marl.experiment.config import (
     algorithm_label,
     config_from_dict,
 )
-from marl.experiment.data_parallel import DataParallel, check_world_size
+from marl.experiment.data_parallel import DataParallel, check_world_size, checked_peers
 from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, StatusOnExit
 from marl.experiment.loggers import Logger
 from marl.experiment.outputs import RunOutputs
@@ -399,8 +398,9 @@ class Experiment:
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
         self._status("running")
         guard = InterruptGuard(self.config.stop_timeout_s)
-        try:
-            with StatusOnExit(self._status, self._frames, self.folder), guard:
+        status = StatusOnExit(self._status, self._frames, self.folder)
+        try:  # checked_peers: an error that a lost data-parallel rank caused names it
+            with status, guard, checked_peers(self.data_parallel, self._status):
                 return self._train(restore, guard, description)
         finally:
             self._close()

@@ -4,14 +4,19 @@ One module-scoped run (2 ranks, 2 batches of 1200 global frames) is checked for 
 folder (rank 0's files only, global frames), then resumed to 4800 frames over 2 ranks;
 a non-divisible ``frames_per_batch`` and a resume over another number of processes
 are refused; the end-of-run agreement check fails when one rank's parameters differ.
+A rank killed (SIGKILL) or stopped (SIGSTOP) after the first batch stops the other
+within seconds, with an error naming it, and leaves a resumable folder.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -151,3 +156,108 @@ def test_agreement_check(tmp_path, corrupt):
         assert all("ranks disagree on the parameters" in out[r] for r in (0, 1))
     else:
         assert out == {0: "agree", 1: "agree"}
+
+
+# ------------------------------------------------------------------ a lost rank
+LONG = [*TINY[:2], "experiment.total_frames=240000", *TINY[3:], "experiment.peer_timeout_s=3"]
+
+
+def _first_checkpoint(folder: Path, procs: list[subprocess.Popen]) -> None:
+    """Wait for the run's first batch (its checkpoint at 1200 frames)."""
+    deadline = time.monotonic() + 180
+    while not (folder / "checkpoints" / "checkpoint_1200.pt").exists():
+        if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+            outs = [p.communicate(timeout=30)[0][-3000:] for p in procs if p.poll() is not None]
+            pytest.fail(f"no first batch: {outs}")
+        time.sleep(0.2)
+
+
+def _rank_pid(torchrun: subprocess.Popen, rank: int) -> int:
+    """The PID of torchrun's child that runs ``rank``."""
+    for proc in Path("/proc").iterdir():
+        try:
+            parent = proc.joinpath("stat").read_text().rsplit(")", 1)[1].split()[1]
+            environ = proc.joinpath("environ").read_bytes().split(b"\0")
+        except (OSError, IndexError):  # not a process, or one that ended
+            continue
+        if int(parent) == torchrun.pid and f"RANK={rank}".encode() in environ:
+            return int(proc.name)
+    raise AssertionError(f"no rank {rank} among torchrun's children")
+
+
+def _check_resumable(folder: Path) -> dict:
+    from marl.experiment.resume import load_resumable
+    from marl.experiment.runlock import check_run_folder
+
+    status = json.loads((folder / "status.json").read_text())
+    assert status["status"] in ("failed", "interrupted"), status
+    check_run_folder(folder)  # nobody holds the folder
+    _, state = load_resumable(folder)  # rank 0's last checkpoint loads
+    assert state["trainer"]["frames"] >= 1200 and state["world_size"] == 2
+    return status
+
+
+def test_a_killed_rank_stops_the_other_with_its_name(tmp_path):
+    folder = tmp_path / "run"
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node=2"]
+    command += ["--standalone", "-m", "marl.experiment", *LONG, f"hydra.run.dir={folder}"]
+    torchrun = subprocess.Popen(
+        command, cwd=ROOT, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
+    try:
+        _first_checkpoint(folder, [torchrun])
+        os.kill(_rank_pid(torchrun, 1), signal.SIGKILL)
+        killed = time.monotonic()
+        out = torchrun.communicate(timeout=60)[0]
+    finally:
+        torchrun.kill()
+    took = time.monotonic() - killed
+    print(f"torchrun ended {took:.1f} s after rank 1 was killed")
+    assert torchrun.returncode != 0
+    assert took < 20, took
+    assert "marl-run: data-parallel rank 1 of 2 is lost: its connection closed" in out, out[-3000:]
+    status = _check_resumable(folder)
+    if status["status"] == "failed":
+        assert "data-parallel rank 1 of 2 is lost" in status["error"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_hung_rank_stops_the_other_with_its_name(tmp_path):
+    # without torchrun (as srun would start them): only the heartbeats notice a peer
+    # that is alive but silent, which gloo would wait for 30 minutes
+    folder, port = tmp_path / "run", str(_free_port())
+    procs = []
+    for rank in (0, 1):
+        env = {**_env(), "WORLD_SIZE": "2", "RANK": str(rank), "LOCAL_RANK": str(rank)}
+        env.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=port)
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "marl.experiment", *LONG, f"hydra.run.dir={folder}"],
+                cwd=ROOT,
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+        )
+    try:
+        _first_checkpoint(folder, procs)
+        os.kill(procs[1].pid, signal.SIGSTOP)
+        stopped = time.monotonic()
+        out = procs[0].communicate(timeout=60)[0]
+        took = time.monotonic() - stopped
+    finally:
+        for p in procs:
+            p.kill()
+            p.communicate()
+    print(f"rank 0 ended {took:.1f} s after rank 1 was stopped")
+    assert procs[0].returncode == 1
+    assert took < 20, took  # 3 s without a heartbeat, 5 s of grace, then the exit
+    assert "marl-run: data-parallel rank 1 of 2 is lost: no heartbeat for 3 s" in out, out[-3000:]
+    status = _check_resumable(folder)
+    assert status["status"] == "failed" and "no heartbeat for 3 s" in status["error"]
