@@ -1,7 +1,9 @@
-"""The command line before hydra starts: ``--resume``, the run folder's lock, and the
-overrides refused before hydra makes a run folder for them.
+"""The command line before hydra starts: ``--nproc``, ``--resume``, the run folder's lock,
+and the overrides refused before hydra makes a run folder for them.
 
-``marl-run`` and ``marl-league`` pass their arguments through here first:
+``marl-run`` and ``marl-league`` pass their arguments through here first
+(``marl-run`` takes ``--nproc N`` out first, :func:`prepare_launch`, and re-runs itself
+under torchrun with :func:`torchrun_command`):
 :func:`prepare_resume` turns ``--resume <folder>`` (or ``<restore key>=<checkpoint>``)
 into overrides that continue the run in its own folder; :func:`lock_run_dir` holds a
 folder known in advance (:mod:`marl.experiment.runlock`), so that a resume or a new run
@@ -18,7 +20,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-__all__ = ["check_task_overrides", "lock_run_dir", "prepare_resume", "run_holding"]
+__all__ = [
+    "check_task_overrides",
+    "lock_run_dir",
+    "prepare_launch",
+    "prepare_resume",
+    "run_holding",
+    "torchrun_command",
+]
 
 
 def _override(key: str, value: str | os.PathLike[str]) -> str:
@@ -58,6 +67,84 @@ def _refuse_a_folder_with_a_run(args: list[str], program: str = "marl-run") -> N
             f"{folder} already holds {held}. Continue it with {program} --resume {folder}, "
             "or choose another hydra.run.dir."
         )
+
+
+def prepare_launch(args: list[str]) -> tuple[int | None, list[str]]:
+    """Take ``--nproc N`` (or ``--nproc=N``) out of ``marl-run``'s arguments.
+
+    ``marl-run --nproc N ...`` trains one data-parallel run over ``N`` processes on this
+    machine: ``marl-run`` re-runs itself under torchrun with the other arguments
+    (:func:`torchrun_command`), as ``torchrun --nproc_per_node=N --standalone -m
+    marl.experiment ...`` would.
+
+    Args:
+        args: the command line after the program name.
+
+    Returns:
+        ``(N, the other arguments)``; ``N`` is ``None`` without ``--nproc``.
+
+    Raises:
+        ValueError: for a value that is not an integer >= 1, a missing value, ``--nproc``
+            given twice, or with ``-m``/``--multirun``.
+
+    Examples:
+        >>> prepare_launch(["--nproc", "2", "seed=1"])
+        (2, ['seed=1'])
+        >>> prepare_launch(["seed=1"])
+        (None, ['seed=1'])
+        >>> prepare_launch(["--nproc=0"])
+        Traceback (most recent call last):
+        ...
+        ValueError: --nproc expects the number of processes, an integer >= 1; got '0'
+    """
+    out: list[str] = []
+    given: list[str | None] = []
+    items = iter(args)
+    for arg in items:
+        if arg == "--nproc":
+            given.append(next(items, None))
+        elif arg.startswith("--nproc="):
+            given.append(arg.split("=", 1)[1])
+        else:
+            out.append(arg)
+    if not given:
+        return None, out
+    if len(given) > 1:
+        raise ValueError(f"--nproc is given {len(given)} times; give it once")
+    text = given[0]
+    if text is None or text.startswith("-"):
+        raise ValueError("--nproc needs a value: the number of processes, an integer >= 1")
+    try:
+        nproc = int(text)
+    except ValueError:
+        nproc = 0
+    if nproc < 1 or str(nproc) != text.strip():
+        raise ValueError(f"--nproc expects the number of processes, an integer >= 1; got {text!r}")
+    if any(a in ("-m", "--multirun") for a in out):
+        raise ValueError(
+            "--nproc runs one data-parallel run; it does not combine with -m/--multirun "
+            "(sweep with one process per run, or launch each run with --nproc)"
+        )
+    return nproc, out
+
+
+def torchrun_command(nproc: int, args: Sequence[str]) -> list[str]:
+    """The command that runs ``marl-run <args>`` over ``nproc`` processes on this machine.
+
+    Examples:
+        >>> torchrun_command(2, ["seed=1"])[1:]
+        ['-m', 'torch.distributed.run', '--nproc_per_node=2', '--standalone', '-m', 'marl.experiment', 'seed=1']
+    """
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc_per_node={nproc}",
+        "--standalone",
+        "-m",
+        "marl.experiment",
+        *args,
+    ]
 
 
 def prepare_resume(

@@ -7,6 +7,7 @@ Examples (shell)::
     marl-run -m algorithm=mappo,ippo seed=0,1,2            # a sweep, one run after another
     marl-run -m hydra/launcher=joblib seed=0,1,2           # in parallel (marl[launchers])
     marl-run --resume outputs/2025-01-01/12-00-00_mappo_vmas-navigation_seed0
+    marl-run --nproc 2 task=vmas/navigation     # one run over 2 processes (data-parallel)
     marl-run experiment.restore_file=outputs/.../checkpoints/latest.pt   # the same
     marl-run task=pettingzoo/simple_tag +algorithm@algorithm.groups.adversary=mappo \\
         +algorithm@algorithm.groups.agent=iql algorithm.groups.adversary.lr=1e-4
@@ -26,8 +27,10 @@ be the folder's own run's (``run.json``). Other overrides given with it must
 agree with the checkpoint, except the ``experiment`` settings that do not change what
 is learned (``total_frames``, intervals, devices, loggers, ...), which are applied.
 
-Before hydra starts, :mod:`marl.experiment.argv` reads the command line: ``--resume``,
-the lock on a run folder known in advance, unknown task names and renamed keys.
+Before hydra starts, :mod:`marl.experiment.argv` reads the command line: ``--nproc N``
+(``marl-run`` then re-runs itself under torchrun over ``N`` processes: see
+:mod:`marl.experiment.data_parallel`), ``--resume``, the lock on a run folder known in
+advance, unknown task names and renamed keys.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from __future__ import annotations
 import atexit
 import dataclasses
 import os
+import shlex
 import shutil
 import sys
 from collections.abc import Mapping, Sequence
@@ -409,13 +413,30 @@ def main() -> None:
     from marl.experiment.argv import (
         check_task_overrides,
         lock_run_dir,
+        prepare_launch,
         prepare_resume,
         run_holding,
+        torchrun_command,
     )
     from marl.experiment.data_parallel import follower_args, launch_rank, process_group
     from marl.experiment.peers import PeerLost
 
     rank, args = launch_rank(), sys.argv[1:]
+    try:
+        nproc, args = prepare_launch(args)
+        if nproc is not None and rank is not None:
+            raise ValueError(
+                f"--nproc {nproc} under torchrun (WORLD_SIZE={os.environ['WORLD_SIZE']}): "
+                "torchrun already started the processes; drop --nproc"
+            )
+    except ValueError as err:
+        sys.stderr.write(f"marl-run: {err}\n")
+        sys.exit(2)
+    if nproc is not None and nproc > 1:  # one run over nproc processes: torchrun runs them
+        command = torchrun_command(nproc, args)
+        sys.stderr.write(f"marl-run: {shlex.join(['python', *command[1:]])}\n")
+        sys.stderr.flush()
+        os.execv(command[0], command)
     if rank:  # torchrun's rank > 0 writes nothing into the run folder: hydra's go elsewhere
         args, scratch = follower_args(args, rank)
         atexit.register(shutil.rmtree, scratch, True)

@@ -1,7 +1,8 @@
 """One run over 2 processes: ``torchrun -m marl.experiment`` (gloo on CPU).
 
-One module-scoped run (2 ranks, 2 batches of 1200 global frames) is checked for its
-folder (rank 0's files only, global frames), then resumed to 4800 frames over 2 ranks;
+One module-scoped run (``marl-run --nproc 2``: 2 ranks, 2 batches of 1200 global
+frames) is checked for its folder (rank 0's files only, global frames), then resumed to
+4800 frames over 2 ranks with torchrun; ``--nproc`` refuses a bad value;
 a non-divisible ``frames_per_batch`` and a resume over another number of processes
 are refused; the end-of-run agreement check fails when one rank's parameters differ.
 A rank killed (SIGKILL) or stopped (SIGSTOP) after the first batch stops the other
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -68,9 +70,19 @@ def _frames(folder: Path) -> list[int]:
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory) -> Path:
+    # marl-run launches the 2 ranks itself (it runs torchrun); the resume below runs
+    # torchrun directly
     folder = tmp_path_factory.mktemp("dp") / "run"
-    done = _torchrun(*TINY, f"hydra.run.dir={folder}")
+    done = subprocess.run(
+        ["marl-run", "--nproc", "2", *TINY, f"hydra.run.dir={folder}"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "torch.distributed.run --nproc_per_node=2 --standalone" in done.stderr
     return folder
 
 
@@ -106,6 +118,50 @@ def test_resume_over_two_ranks(run):
     )
     assert one.returncode != 0
     assert "written by a run over 2 process(es)" in one.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nproc", "0"], "--nproc expects the number of processes, an integer >= 1; got '0'"),
+        (["--nproc=two"], "--nproc expects the number of processes, an integer >= 1; got 'two'"),
+        (["--nproc", "1.5"], "an integer >= 1; got '1.5'"),
+        (["--nproc"], "--nproc needs a value"),
+        (["--nproc", "2", "--nproc", "2"], "--nproc is given 2 times"),
+        (["--nproc", "2", "-m", "seed=0,1"], "does not combine with -m/--multirun"),
+    ],
+)
+def test_nproc_refuses_a_bad_value(args, message):
+    from marl.experiment.argv import prepare_launch
+
+    with pytest.raises(ValueError, match=re.escape(message)):
+        prepare_launch(args)
+
+
+def test_nproc_is_refused_under_torchrun_and_bad_values_exit_2():
+    done = subprocess.run(
+        [sys.executable, "-m", "marl.experiment", "--nproc", "x"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "marl-run: --nproc expects the number of processes, an integer >= 1; got 'x'" in (
+        done.stderr
+    )
+    env = {**_env(), "WORLD_SIZE": "2", "RANK": "0", "LOCAL_RANK": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "marl.experiment", "--nproc", "2"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert "torchrun already started the processes; drop --nproc" in done.stderr
 
 
 def test_frames_per_batch_not_divisible_is_refused(tmp_path):
