@@ -111,6 +111,9 @@ class GradientSync:
                 else:
                     p.grad.copy_(grad)
 
+    # a compiled loss (experiment.compile) calls it: the collective runs eagerly, a graph
+    # break, rather than being traced
+    @torch.compiler.disable
     @torch.no_grad()
     def all_sum(self, tensor: torch.Tensor) -> torch.Tensor:
         """The elementwise sum of ``tensor`` over the ranks, as a new tensor.
