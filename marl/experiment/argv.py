@@ -213,6 +213,16 @@ _NO_RUN = ("-c", "--cfg", "-h", "--help", "--hydra-help", "-i", "--info", "-sc")
 _NO_RUN_PREFIXES = ("--cfg=", "--info=", "--shell-completion")
 
 
+def runs_nothing(args: Sequence[str]) -> bool:
+    """Whether hydra only prints something for ``args`` (a help, a config, completions).
+
+    Examples:
+        >>> runs_nothing(["--nproc", "2", "--help"]), runs_nothing(["seed=1"])
+        (True, False)
+    """
+    return any(a in _NO_RUN or a.startswith(_NO_RUN_PREFIXES) for a in args)
+
+
 def lock_run_dir(args: list[str]) -> Any:
     """Hold the run folder that ``hydra.run.dir`` names (``prepare_resume`` sets it for a
     resume) before hydra starts, which writes ``.hydra/`` and the log there first; the
@@ -225,7 +235,7 @@ def lock_run_dir(args: list[str]) -> Any:
     """
     from marl.experiment.runlock import lock_run_folder
 
-    if any(a in ("-m", "--multirun", *_NO_RUN) or a.startswith(_NO_RUN_PREFIXES) for a in args):
+    if runs_nothing(args) or any(a in ("-m", "--multirun") for a in args):
         return None
     given = [a for a in args if _key(a) == "hydra.run.dir"]
     if not given:

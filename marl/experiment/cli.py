@@ -416,6 +416,7 @@ def main() -> None:
         prepare_launch,
         prepare_resume,
         run_holding,
+        runs_nothing,
         torchrun_command,
     )
     from marl.experiment.data_parallel import follower_args, launch_rank, process_group
@@ -432,7 +433,8 @@ def main() -> None:
     except ValueError as err:
         sys.stderr.write(f"marl-run: {err}\n")
         sys.exit(2)
-    if nproc is not None and nproc > 1:  # one run over nproc processes: torchrun runs them
+    # one run over nproc processes: torchrun runs them (not to print a help or a config)
+    if nproc is not None and nproc > 1 and not runs_nothing(args):
         command = torchrun_command(nproc, args)
         sys.stderr.write(f"marl-run: {shlex.join(['python', *command[1:]])}\n")
         sys.stderr.flush()

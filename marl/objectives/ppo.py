@@ -125,6 +125,7 @@ class _PolicyGradientLoss(LossModule):
 
         Raises:
             TypeError: when ``sync`` has no ``all_sum`` method.
+            RuntimeError: once the learner fixed the loss (parts are set at build).
 
         Examples:
             >>> from tensordict.nn import TensorDictModule, ProbabilisticTensorDictModule as P
@@ -138,6 +139,7 @@ class _PolicyGradientLoss(LossModule):
             TypeError: share_advantage_statistics expects an object with all_sum(tensor) (e.g. a GradientSync) or None, got object
             >>> loss.share_advantage_statistics(None)
         """
+        self._check_not_fixed("advantage statistics")
         if sync is not None and not isinstance(sync, RankSum):
             raise TypeError(
                 "share_advantage_statistics expects an object with all_sum(tensor) (e.g. a "

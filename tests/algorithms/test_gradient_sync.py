@@ -161,7 +161,8 @@ def _rank(rank: int, store: str, out: str) -> None:
                 # the other mutation: gradients averaged, but each rank standardizes its
                 # advantages with its own statistics
                 algo = _build(name, sync)
-                algo.learners[FAMILIES[name][0]].loss.share_advantage_statistics(None)
+                # (the built loss refuses the setter: the mutation writes its attribute)
+                algo.learners[FAMILIES[name][0]].loss.statistics_sync = None
                 results[f"{name}/rank_statistics"] = _one_step(algo, name, mine)
         results["standardize"] = _standardize_checks(sync, rank)
         torch.save(results, os.path.join(out, f"rank{rank}.pt"))

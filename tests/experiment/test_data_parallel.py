@@ -164,6 +164,20 @@ def test_nproc_is_refused_under_torchrun_and_bad_values_exit_2():
     assert "torchrun already started the processes; drop --nproc" in done.stderr
 
 
+def test_nproc_with_help_prints_the_help_once_and_launches_nothing():
+    done = subprocess.run(
+        [sys.executable, "-m", "marl.experiment", "--nproc", "2", "--help"],
+        cwd=ROOT,
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.count("marl-run: train an algorithm") == 1
+    assert "torch.distributed.run" not in done.stderr
+
+
 def test_frames_per_batch_not_divisible_is_refused(tmp_path):
     done = _torchrun(
         "task=vmas/navigation",
