@@ -48,7 +48,7 @@ from marl.algorithms.base import Algorithm
 from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
 from marl.algorithms.ddpg import DDPGConfig
 from marl.algorithms.dqn import DQNConfig
-from marl.algorithms.evaluation import EvalEpisodes, evaluate, evaluate_episodes
+from marl.algorithms.evaluation import EvalEpisodes, Evaluator, evaluate, evaluate_episodes
 from marl.algorithms.happo import HAPPOConfig
 from marl.algorithms.iddpg import IDDPGConfig
 from marl.algorithms.ippo import IPPOConfig
@@ -81,6 +81,7 @@ __all__ = [
     "DDPGConfig",
     "DQNConfig",
     "EvalEpisodes",
+    "Evaluator",
     "GroupInfo",
     "GroupLearner",
     "HAPPOConfig",

@@ -1,14 +1,17 @@
 """Evaluation: complete episodes of a policy on an env, each counted once.
 
 :func:`evaluate_episodes` is the evaluation loop that :class:`~marl.algorithms.Trainer`,
-the experiment runner's absolute metric and the baselines' comparisons use;
-:func:`evaluate` gives its logs.
+the experiment runner's absolute metric and the baselines' comparisons use by default;
+:func:`evaluate` gives its logs. An :class:`Evaluator` is anything called like
+:func:`evaluate_episodes`: a task can be evaluated another way (a zero-sum game against
+a fixed opponent: :class:`marl.league.VersusReference`) by handing the trainer one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from tensordict import TensorDictBase
@@ -19,6 +22,7 @@ from marl.specs import NestedKey
 
 __all__ = [
     "EvalEpisodes",
+    "Evaluator",
     "Logs",
     "episode_outcomes",
     "evaluate",
@@ -81,6 +85,24 @@ class EvalEpisodes:
         for name, values in self.metrics.items():
             logs[f"eval/{name}"] = sum(values) / len(values)
         return logs
+
+
+class Evaluator(Protocol):
+    """How a policy's evaluation episodes are played: :func:`evaluate_episodes`'s signature.
+
+    ``evaluator(env, policy, episodes, deterministic=...)`` plays complete episodes of
+    ``policy`` on ``env`` and returns an :class:`EvalEpisodes` whose ``returns`` are the
+    headline (``eval/episode_reward``, ``results.json``'s ``"return"``).
+    """
+
+    def __call__(
+        self,
+        env: EnvBase,
+        policy: Callable[[TensorDictBase], TensorDictBase],
+        episodes: int,
+        *,
+        deterministic: bool = True,
+    ) -> EvalEpisodes: ...
 
 
 def episode_outcomes(env: EnvBase, td: TensorDictBase) -> dict[str, torch.Tensor]:

@@ -22,6 +22,7 @@ from marl.algorithms._recurrent import check_init_tracker
 from marl.algorithms.base import Algorithm
 from marl.algorithms.evaluation import (
     EvalEpisodes,
+    Evaluator,
     Logs,
     episode_outcomes,
     evaluate,
@@ -131,6 +132,10 @@ class Trainer:
         eval_interval: frames between evaluations (``None``: only at the end).
         eval_episodes: episodes per evaluation.
         eval_deterministic: evaluate the policy's mode (no exploration).
+        evaluator: plays the evaluation episodes (``None``:
+            :func:`~marl.algorithms.evaluate_episodes`, the policy on every agent); e.g.
+            :class:`marl.league.VersusReference` for a zero-sum game, whose headline return
+            is then the policy's against a fixed opponent.
         callbacks: :class:`TrainerCallback` objects.
         log_fn: called with each iteration's logs.
         seed: seeds torch's global generator (before the networks are built).
@@ -164,6 +169,7 @@ class Trainer:
         eval_interval: int | None = None,
         eval_episodes: int = 10,
         eval_deterministic: bool = True,
+        evaluator: Evaluator | None = None,
         callbacks: Sequence[TrainerCallback] = (),
         log_fn: Callable[[Logs], None] | None = None,
         seed: int | None = None,
@@ -190,6 +196,7 @@ class Trainer:
         self.eval_interval = eval_interval
         self.eval_episodes = eval_episodes
         self.eval_deterministic = eval_deterministic
+        self.evaluator: Evaluator = evaluate_episodes if evaluator is None else evaluator
         self.last_evaluation: EvalEpisodes | None = None
         self.callbacks = list(callbacks)
         self.log_fn = log_fn
@@ -222,11 +229,12 @@ class Trainer:
         self._stop = True
 
     def evaluate(self) -> Logs:
-        """Evaluate the deterministic policy on ``eval_env`` and notify the callbacks."""
+        """Evaluate the deterministic policy on ``eval_env`` with :attr:`evaluator` and
+        notify the callbacks."""
         if self.eval_env is None:
             raise RuntimeError("Trainer.evaluate needs an eval_env")
         start = time.perf_counter()
-        result = evaluate_episodes(
+        result = self.evaluator(
             self.eval_env,
             self.algorithm.eval_policy(),
             self.eval_episodes,

@@ -22,7 +22,6 @@ from typing import Any
 import torch
 
 from marl.algorithms import Algorithm, EvalEpisodes, Trainer
-from marl.algorithms.evaluation import evaluate_episodes
 
 __all__ = ["ABSOLUTE_EPISODES_FACTOR", "BestPolicy"]
 
@@ -93,8 +92,9 @@ class BestPolicy:
     def evaluate(self, trainer: Trainer) -> EvalEpisodes:
         """Evaluate the best policy over 10x the trainer's evaluation episodes.
 
-        It runs :func:`~marl.algorithms.evaluate_episodes` on the trainer's evaluation
-        env, deterministic as the trainer's evaluations are, with the best weights loaded
+        It runs the trainer's evaluator (:attr:`Trainer.evaluator
+        <marl.algorithms.Trainer.evaluator>`: the same headline as every evaluation) on
+        its evaluation env, deterministic as the trainer's evaluations are, with the best weights loaded
         into the algorithm's policy; the current weights are restored afterwards. The
         trainer's own evaluation state (``last_evaluation``, its callbacks) is untouched.
 
@@ -107,7 +107,7 @@ class BestPolicy:
         current = _policy_weights(trainer.algorithm)
         policy.load_state_dict(self.weights)
         try:
-            return evaluate_episodes(
+            return trainer.evaluator(
                 trainer.eval_env,
                 trainer.algorithm.eval_policy(),
                 ABSOLUTE_EPISODES_FACTOR * trainer.eval_episodes,
