@@ -6,6 +6,9 @@
 - :class:`OpponentPool` holds the snapshots and draws opponents (``"latest"``,
   ``"uniform"``, ``"prioritized"``);
 - :func:`elo_update` and :func:`fit_elo` compute Elo ratings;
+- :class:`VersusReference` evaluates a policy against a fixed reference player from both
+  seats of a zero-sum game (its headline return means something, unlike the mean over
+  the game's players, which is always 0);
 - :class:`LeagueRatings` writes ``elo.json``, ``elo.csv`` and ``elo.png`` to a run
   folder, which ``marl-report`` ranks.
 
@@ -13,14 +16,16 @@ A layer above ``algorithms``, below ``report`` and ``experiment``.
 """
 
 from marl.league.elo import GameResult, elo_update, expected_score, fit_elo
-from marl.league.games import RandomPlayer, compare_returns, play_games
+from marl.league.games import RandomPlayer, compare_returns, play_games, play_sides
 from marl.league.league import League
 from marl.league.pool import STRATEGIES, OpponentPool, Snapshot
 from marl.league.ratings import ELO_FILENAME, LeagueRatings, PlayerRating
+from marl.league.reference import REFERENCE_PLAYERS, VersusReference
 from marl.league.sides import Side, resolve_sides
 
 __all__ = [
     "ELO_FILENAME",
+    "REFERENCE_PLAYERS",
     "STRATEGIES",
     "GameResult",
     "League",
@@ -30,10 +35,12 @@ __all__ = [
     "RandomPlayer",
     "Side",
     "Snapshot",
+    "VersusReference",
     "compare_returns",
     "elo_update",
     "expected_score",
     "fit_elo",
     "play_games",
+    "play_sides",
     "resolve_sides",
 ]
