@@ -15,7 +15,11 @@ Each task (``"vmas/navigation"``, ``"pettingzoo/simple_tag"``,
   truncate themselves, ``resize_images: {size: [H, W], grayscale: true}`` for pixel
   tasks (:class:`~marl.envs.image_transforms.ResizeImages`), ``double_to_float: true``
   for float64 observations the
-  wrapper keeps (the wrappers already convert float64 to float32 by default).
+  wrapper keeps (the wrappers already convert float64 to float32 by default);
+- ``evaluation`` (optional): how a run's evaluation plays the task, one of
+  :data:`TASK_EVALUATIONS` (``versus_random`` for zero-sum games played in self-play,
+  whose plain headline, the mean over the players, is always 0); absent: the policy
+  plays every agent.
 
 A file is checked against this schema when it is loaded: an unknown key, an
 unknown transform or a bad value raises a ``ValueError`` that names the file,
@@ -47,6 +51,7 @@ from marl.envs.image_transforms import ResizeImages
 from marl.envs.transforms import Transform, TransformedEnv
 
 __all__ = [
+    "TASK_EVALUATIONS",
     "check_task_name",
     "install_hints",
     "list_tasks",
@@ -56,7 +61,17 @@ __all__ = [
 ]
 
 _GROUP_MAP_CONSTRUCTORS = ("all_in_one", "by_prefix", "one_per_agent")
-_TASK_KEYS = ("description", "env", "family", "group_map", "transforms")
+_TASK_KEYS = ("description", "env", "evaluation", "family", "group_map", "transforms")
+
+TASK_EVALUATIONS: dict[str, str] = {
+    "versus_random": (
+        "the trained policy against a uniformly random legal-move player, from each seat "
+        "equally often; the headline return is the trained side's (zero-sum games whose "
+        "two players share one group, e.g. tictactoe)"
+    ),
+}
+"""The values of a task file's ``evaluation`` key, with what each means. The experiment
+runner (:func:`marl.experiment.parts.task_evaluator`) builds the evaluator of each."""
 
 
 def _positive_int(value: Any) -> bool:
@@ -100,6 +115,11 @@ def _validate_task_config(config: Any, source: Any) -> None:
     family = config.get("family")
     if family not in family_names():
         problems.append(f"'family' must be one of {family_names()}, got {family!r}")
+    evaluation = config.get("evaluation")
+    if evaluation is not None and (
+        not isinstance(evaluation, str) or evaluation not in TASK_EVALUATIONS
+    ):
+        problems.append("evaluation: " + _unknown("evaluation", evaluation, TASK_EVALUATIONS))
     if "description" in config and not isinstance(config["description"], str):
         problems.append(f"'description' must be a string, got {config['description']!r}")
     if config.get("env") is not None and not isinstance(config["env"], dict):

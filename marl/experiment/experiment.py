@@ -37,13 +37,7 @@ from typing import Any
 
 import torch
 
-from marl.algorithms import (
-    Algorithm,
-    Trainer,
-    TrainerCallback,
-    compile_report,
-    get_algorithm,
-)
+from marl.algorithms import Algorithm, Trainer, TrainerCallback, compile_report, get_algorithm
 from marl.collectors import BatchCollector
 from marl.envs import InitTracker, TransformedEnv
 from marl.envs.common import EnvBase
@@ -70,6 +64,7 @@ from marl.experiment.parts import (
     make_collector,
     make_task_env,
     seed_everything,
+    task_evaluator,
 )
 from marl.experiment.progress import ProgressCallback, log_to_stderr
 from marl.experiment.restore import (
@@ -456,6 +451,8 @@ class Experiment:
             eval_interval=c.evaluation_interval,
             eval_episodes=c.evaluation_episodes,
             eval_deterministic=c.evaluation_deterministic,
+            # the task file's evaluation (tictactoe: against a random player, both seats)
+            evaluator=task_evaluator(self.task, self.task_name, eval_env),
             callbacks=callbacks,
             collector=collector,
             world_size=dp.world_size if dp is not None else 1,

@@ -1,5 +1,5 @@
 """The parts an :class:`~marl.experiment.Experiment` is built from: its algorithm (with the
-model applied), its envs and its collector.
+model applied), its envs, its collector and its evaluator.
 
 Each function reads only what it is given (the run's config, model and task), so what a
 run builds is decided here, once, for ``marl-run``, ``marl-bench``, ``marl-tune`` and
@@ -19,14 +19,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm, network_refusal
+from marl.algorithms import Algorithm, AlgorithmSpec, Evaluator, get_algorithm, network_refusal
 from marl.algorithms.settings import ReplaySettings
 from marl.algorithms.spec import AlgorithmConfig
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
 from marl.envs import RewardSum, TransformedEnv, make_task
 from marl.envs.common import EnvBase
 from marl.envs.families import batched_family
+from marl.envs.tasks import load_task_config
 from marl.experiment.config import ExperimentConfig, ModelConfig, algorithm_label
+from marl.league import VersusReference
 
 __all__ = [
     "TaskFactory",
@@ -38,6 +40,7 @@ __all__ = [
     "make_collector",
     "make_task_env",
     "seed_everything",
+    "task_evaluator",
 ]
 
 log = logging.getLogger("marl.experiment")
@@ -60,6 +63,46 @@ def evaluation_num_envs(task_name: str, episodes: int, catalogue: bool = True) -
     if task_name.startswith("vmas/"):
         return episodes
     return min(episodes, 8) if catalogue else 4
+
+
+def task_evaluator(
+    task: str | TaskFactory, task_name: str, eval_env: EnvBase | None
+) -> Evaluator | None:
+    """The evaluator a catalogue task's file declares (its ``evaluation`` key), checked
+    against the task's evaluation env; ``None`` for the plain evaluation
+    (:func:`~marl.algorithms.evaluate_episodes`, the policy on every agent).
+
+    ``versus_random``: :class:`~marl.league.VersusReference` against a uniformly random
+    player, from each seat equally often (tictactoe, connect_four).
+
+    Raises:
+        ValueError: naming the task, when its env cannot be evaluated the way its file
+            declares (e.g. ``versus_random`` on a game that is not two seats of one group).
+
+    Examples:
+        >>> task_evaluator("vmas/navigation", "vmas/navigation", None) is None
+        True
+        >>> from marl.envs import make_task
+        >>> env = make_task("pettingzoo/tictactoe", num_envs=2, seed=0)
+        >>> task_evaluator("pettingzoo/tictactoe", "pettingzoo/tictactoe", env)
+        VersusReference('random')
+    """
+    if eval_env is None or not isinstance(task, str):
+        return None
+    declared = load_task_config(task).get("evaluation")
+    if declared is None:
+        return None
+    if declared != "versus_random":  # TASK_EVALUATIONS and this function go together
+        raise ValueError(f"task {task_name!r}: no evaluator for evaluation: {declared!r}")
+    evaluator = VersusReference("random")
+    try:
+        evaluator.seats(eval_env)
+    except ValueError as err:
+        raise ValueError(
+            f"task {task_name!r} declares 'evaluation: {declared}' in its task file, but its "
+            f"env cannot be evaluated that way: {err}"
+        ) from err
+    return evaluator
 
 
 def default_num_envs(

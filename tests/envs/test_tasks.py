@@ -274,6 +274,12 @@ GOOD = "description: d\nfamily: vmas\nenv:\n  scenario: navigation\n  max_steps:
         ("group_map: by_prefx\n", r"group_map.*'by_prefx'.*closest: 'by_prefix'"),
         ("group_map:\n  a: agent_0\n", r"group_map.*group 'a'.*list of agent names"),
         ("description: [1]\n", r"'description' must be a string"),
+        (
+            "evaluation: versus_randm\n",
+            r"evaluation: unknown evaluation 'versus_randm'; valid: \['versus_random'\]"
+            r".*closest: 'versus_random'",
+        ),
+        ("evaluation: [versus_random]\n", r"unknown evaluation \['versus_random'\]"),
     ],
 )
 def test_task_files_with_typos_are_refused_when_loaded(catalogue, extra, match):
@@ -309,4 +315,4 @@ def test_every_shipped_task_file_passes_the_schema(name):
 
     config = load_task_config(name)
     _validate_task_config(config, f"{name}.yaml")  # load_task_config ran it too: no error
-    assert set(config) <= {"description", "family", "env", "group_map", "transforms"}
+    assert set(config) <= {"description", "family", "env", "evaluation", "group_map", "transforms"}
