@@ -1,13 +1,14 @@
 """A zero-sum game's evaluation: the trained policy against a fixed reference player.
 
-In self-play one policy plays every seat of a game (tictactoe's two players share the
-group ``"player"``). The plain evaluation (:func:`~marl.algorithms.evaluate_episodes`)
-reports the mean return over the game's players, which in a zero-sum game is 0 whatever
-the policy: it says nothing. :class:`VersusReference` is an
-:class:`~marl.algorithms.Evaluator` whose headline does: the policy plays one seat and a
-reference player (uniformly random legal moves by default) the other, from each seat
-equally often, and the return is the policy's side's: about 0 for a policy no better
-than the reference, up to +1 for one that always wins (tictactoe's +1/0/-1).
+In self-play the trained policy plays every seat of a game (tictactoe's two players share
+the group ``"player"``; VMAS simple_tag's adversaries and good agent are two groups, both
+trained). The plain evaluation (:func:`~marl.algorithms.evaluate_episodes`) reports the
+mean return over the groups' agents, which in a zero-sum game is 0 whatever the policy:
+it says nothing. :class:`VersusReference` is an :class:`~marl.algorithms.Evaluator` whose
+headline does: the policy plays one seat and a reference player (uniformly random legal
+actions by default) the other, from each seat equally often, and the return is the
+policy's side's: about 0 for a policy no better than the reference (in a zero-sum game
+the reference's two seats cancel out), up to +1 for one that always wins tictactoe.
 
 The games are :func:`~marl.league.games.play_sides`'s, hence
 :func:`marl.envs.episodes.play_episodes`'s loop, the one every evaluation runs.
@@ -39,20 +40,20 @@ class VersusReference:
     Half of the episodes the policy plays the first seat, half the second (an odd count is
     rounded up so that both seats play equally often). The result's ``returns`` (the
     headline: ``eval/episode_reward``, ``results.json``'s ``"return"``) are the policy's
-    side's returns; ``group_returns`` keep their usual meaning (the mean over the group's
-    agents, both seats: 0 in a zero-sum game); ``metrics`` hold ``win_rate``,
-    ``draw_rate`` and ``loss_rate`` (1 or 0 per game, scored by ``outcome``). Episodes
-    are listed seat by seat: first-seat games first.
+    side's returns (a side's return: the sum over the game of its agents' mean reward);
+    ``group_returns`` keep their usual meaning, each group's mean over its agents whoever
+    plays them (a group split in two seats: 0 in a zero-sum game); ``metrics`` hold
+    ``win_rate``, ``draw_rate`` and ``loss_rate`` (1 or 0 per game, scored by
+    ``outcome``). Episodes are listed seat by seat: first-seat games first.
 
-    The game must be symmetric: both seats in one group (its agents split in two, as
-    :func:`~marl.league.resolve_sides` does for a group of two), so that one policy can
-    play either seat.
+    The seats are :func:`~marl.league.resolve_sides`'s: a group of two agents split in
+    two (tictactoe), or two groups (simple_tag: ``adversary`` and ``agent``).
 
     Args:
         reference: the opponent: a name of :data:`REFERENCE_PLAYERS` (``"random"``:
             uniformly random legal actions) or ``env -> policy``.
-        sides: the two seats (see :func:`~marl.league.resolve_sides`); ``None``: a group
-            of two agents split in two.
+        sides: the two seats (see :func:`~marl.league.resolve_sides`); ``None``: two
+            groups, or a group of two agents split in two.
         outcome: scores a game from the two sides' returns (default: the higher wins).
         max_steps: safety cap on env steps per seat.
 
@@ -103,31 +104,17 @@ class VersusReference:
         """The game's two seats on ``env``, checked.
 
         Raises:
-            ValueError: when ``env`` is not a symmetric two-seat game: a single agent,
-                sides that are whole groups (e.g. simple_tag's ``adversary`` and
-                ``agent``), seats of different sizes, or any problem
-                :func:`~marl.league.resolve_sides` finds.
+            ValueError: when ``env`` is not a two-seat game (a single agent, one group of
+                more than two agents, three groups...): any problem
+                :func:`~marl.league.resolve_sides` finds, with its hint.
         """
         try:
-            sides = resolve_sides(self.sides, group_infos(env), env.group_map)
+            return resolve_sides(self.sides, group_infos(env), env.group_map)
         except ValueError as err:
             raise ValueError(
-                f"an evaluation against a reference player needs a two-seat game: {err}"
+                "an evaluation against a reference player needs a game of two seats (two "
+                f"groups, or one group of two agents split in two): {err}"
             ) from err
-        first, second = sides
-        if first.group != second.group or first.agents is None or second.agents is None:
-            raise ValueError(
-                "an evaluation against a reference player needs a symmetric game whose two "
-                "seats share one group, so that one policy plays either seat (tictactoe: "
-                f"('player', [0]) and ('player', [1])); got seats {first.label!r} and "
-                f"{second.label!r} of groups {dict(env.group_map)}"
-            )
-        if len(first.agents) != len(second.agents):
-            raise ValueError(
-                f"the two seats must hold as many agents each, got {first.label!r} and "
-                f"{second.label!r}"
-            )
-        return sides
 
     def play_seat(
         self,
@@ -145,8 +132,8 @@ class VersusReference:
             win/draw/loss outcomes of each game (see the class).
 
         Raises:
-            ValueError: for a seat other than 0 or 1, or an env that is not a
-                symmetric two-seat game (:meth:`seats`).
+            ValueError: for a seat other than 0 or 1, or an env that is not a two-seat
+                game (:meth:`seats`).
             RuntimeError: when the games do not end within ``max_steps``.
         """
         if seat not in (0, 1) or isinstance(seat, bool):
@@ -162,21 +149,29 @@ class VersusReference:
             deterministic=deterministic,
             max_steps=self.max_steps,
         )
-        n_mine, n_theirs = len(mine.agents or ()), len(theirs.agents or ())
         metrics: dict[str, list[float]] = {name: [] for name in _OUTCOMES.values()}
         for values in played.values:
             score = score_game(self.outcome, values)
             for value, name in _OUTCOMES.items():
                 metrics[name].append(1.0 if score == value else 0.0)
-        return EvalEpisodes(
-            returns=[float(v[0]) for v in played.values],
-            # the sides split the group: its agent mean weighs each side by its agents
-            group_returns={
+        if mine.group == theirs.group:  # one group split in two: weigh each side by its agents
+            n_mine, n_theirs = len(mine.agents or ()), len(theirs.agents or ())
+            group_returns = {
                 mine.group: [
                     float(v[0] * n_mine + v[1] * n_theirs) / (n_mine + n_theirs)
                     for v in played.values
                 ]
-            },
+            }
+        else:  # two groups: each side's return is its group's, in the env's group order
+            by_group = {mine.group: 0, theirs.group: 1}
+            group_returns = {
+                g: [float(v[by_group[g]]) for v in played.values]
+                for g in env.group_map
+                if g in by_group
+            }
+        return EvalEpisodes(
+            returns=[float(v[0]) for v in played.values],
+            group_returns=group_returns,
             lengths=list(played.lengths),
             metrics=metrics,
         )
@@ -193,7 +188,7 @@ class VersusReference:
 
         Raises:
             ValueError: when ``episodes`` is not an integer >= 1, or ``env`` is not a
-                symmetric two-seat game (:meth:`seats`).
+                two-seat game (:meth:`seats`).
             RuntimeError: when the games do not end within ``max_steps``.
         """
         if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 1:

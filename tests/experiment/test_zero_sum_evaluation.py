@@ -12,7 +12,9 @@ import json
 
 import pytest
 
+from marl.envs.tasks import list_tasks, load_task_config, make_task, task_available
 from marl.experiment import Experiment, read_scalars
+from marl.experiment.parts import task_evaluator
 
 pytest.importorskip("pettingzoo")
 
@@ -51,28 +53,28 @@ def test_a_debug_tictactoe_run_reports_its_return_against_a_random_player(tmp_pa
     assert "eval/win_rate" in scalars and "eval/player/episode_reward" in scalars
 
 
-def test_a_game_split_into_two_groups_cannot_be_evaluated_against_a_random_player(tmp_path):
+def test_tictactoe_with_a_group_per_player_is_evaluated_against_a_random_player(tmp_path):
+    # the two players in two groups (one learner each): the seats are the groups
     exp = Experiment(
         "pettingzoo/tictactoe",
         "mappo",
-        task_overrides={"group_map": "one_per_agent"},  # player_1 and player_2 apart
+        task_overrides={"group_map": "one_per_agent"},
         config=dict(
             num_envs=2,
             frames_per_batch=20,
             total_frames=20,
-            evaluation_episodes=2,
+            evaluation_episodes=10,
             render=False,
             progress=False,
             save_folder=str(tmp_path),
         ),
     )
-    with pytest.raises(
-        ValueError,
-        match=r"task 'pettingzoo/tictactoe' declares 'evaluation: versus_random'.*"
-        r"symmetric game whose two seats share one group.*'player_1'.*'player_2'",
-    ):
-        exp.run()
-    assert not (tmp_path / "results.json").exists()  # refused before any evaluation
+    exp.run()
+    ev = exp.results.to_dict()["pettingzoo"]["tictactoe"]["mappo"]["seed_0"]["step_0"]
+    assert ev["return"] == [won - lost for won, lost in zip(ev["win_rate"], ev["loss_rate"])]
+    # seat 0 (5 games): the policy plays player_1, then player_2
+    assert ev["return"] == ev["player_1/return"][:5] + ev["player_2/return"][5:]
+    assert any(r != 0 for r in ev["return"])
 
 
 def test_a_cooperative_task_declaring_versus_random_is_refused(tmp_path, monkeypatch):
@@ -101,9 +103,31 @@ def test_a_cooperative_task_declaring_versus_random_is_refused(tmp_path, monkeyp
         )
         with pytest.raises(
             ValueError,
-            match=r"task 'vmas/coop' declares 'evaluation: versus_random'.*two-seat game.*"
+            match=r"task 'vmas/coop' declares 'evaluation: versus_random'.*game of two seats.*"
             r"cannot guess the two sides",
         ):
             exp.run()
     finally:
         tasks._index.cache_clear()
+
+
+DECLARED = [n for n in list_tasks() if load_task_config(n).get("evaluation") == "versus_random"]
+
+
+def test_the_zero_sum_tasks_declare_versus_random():
+    assert DECLARED == ["pettingzoo/connect_four", "pettingzoo/tictactoe", "vmas/simple_tag"]
+
+
+@pytest.mark.parametrize("name", DECLARED)
+def test_every_task_declaring_versus_random_has_two_seats(name):
+    if not task_available(name):
+        pytest.skip(f"{name}: its package is not installed")
+    env = make_task(name, num_envs=2, seed=0)
+    try:
+        evaluator = task_evaluator(name, name, env)
+        assert [s.label for s in evaluator.seats(env)] in (
+            ["player[0]", "player[1]"],
+            ["adversary", "agent"],
+        )
+    finally:
+        env.close()

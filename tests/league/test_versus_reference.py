@@ -16,7 +16,7 @@ from tensordict import TensorDictBase
 
 from marl.envs.tasks import make_task
 from marl.league import RandomPlayer, VersusReference
-from marl.testing import MultiAgentFakeEnv
+from marl.testing import SingleAgentFakeEnv
 
 pytest.importorskip("pettingzoo")
 
@@ -95,9 +95,25 @@ def test_a_strong_policy_headline_and_outcome_rates(env):
         assert ret == m["win_rate"][i] - m["loss_rate"][i]
 
 
-def test_games_that_are_not_two_symmetric_seats_are_refused():
-    with pytest.raises(ValueError, match=r"symmetric game.*'walker'.*'picker'"):
-        VersusReference().seats(MultiAgentFakeEnv(num_envs=2))
+def test_two_groups_are_two_seats_and_keep_their_group_returns():
+    # tictactoe's players in two groups: each group's return is its player's, whoever
+    # plays it; the headline is still the policy's side's
+    torch.manual_seed(0)
+    env = make_task("pettingzoo/tictactoe", num_envs=8, seed=0, group_map="one_per_agent")
+    result = VersusReference()(env, RandomPlayer(env), episodes=400)
+    assert abs(sum(result.returns) / 400) < 0.15
+    first, second = result.group_returns["player_1"], result.group_returns["player_2"]
+    assert all(a == -b for a, b in zip(first, second))  # zero-sum
+    assert result.returns == first[:200] + second[200:]  # seat 0: player_1, then player_2
+    assert any(r != 0 for r in result.returns)
+
+
+def test_games_that_are_not_two_seats_are_refused():
+    with pytest.raises(ValueError, match=r"needs a game of two seats.*a single agent"):
+        VersusReference().seats(SingleAgentFakeEnv(num_envs=2))
+    env = make_task("vmas/navigation", num_envs=2, seed=0)  # one group of cooperating agents
+    with pytest.raises(ValueError, match=r"needs a game of two seats.*cannot guess the two sides"):
+        VersusReference().seats(env)
     with pytest.raises(ValueError, match=r"unknown reference player 'randm'.*'random'"):
         VersusReference("randm")
     env = make_task("pettingzoo/tictactoe", seed=0)
