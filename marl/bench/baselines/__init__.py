@@ -170,8 +170,9 @@ def evaluation_settings(runs: Iterable[Run]) -> dict[Run, EvalSettings | str | N
 def evaluate_baselines(settings: EvalSettings) -> Scores:
     """Run the random and the no-op policy once each on a fresh evaluation env.
 
-    Both use :func:`marl.algorithms.evaluate_episodes`, as a run's evaluation
-    does. The random policy draws from torch's global generator, seeded with the
+    Both are evaluated as a run's evaluation is: with the evaluator the task's file
+    declares (:func:`marl.experiment.parts.task_evaluator`; tictactoe: against a random
+    player from both seats), else :func:`marl.algorithms.evaluate_episodes`. The random policy draws from torch's global generator, seeded with the
     evaluation seed inside :func:`torch.random.fork_rng`, so results repeat and
     the caller's generator is left as it was.
 
@@ -185,6 +186,7 @@ def evaluate_baselines(settings: EvalSettings) -> Scores:
 
     from marl.algorithms import evaluate_episodes
     from marl.envs import make_task
+    from marl.experiment.parts import task_evaluator
     from marl.testing import NoopPolicy, random_policy
 
     factories: dict[str, Callable[[Any], Any]] = {"random": random_policy, "noop": NoopPolicy}
@@ -195,7 +197,9 @@ def evaluate_baselines(settings: EvalSettings) -> Scores:
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(settings.eval_seed)
-                result = evaluate_episodes(env, factory(env), settings.episodes)
+                evaluator = task_evaluator(settings.task, settings.task, env)
+                evaluate = evaluate_episodes if evaluator is None else evaluator
+                result = evaluate(env, factory(env), settings.episodes)
         finally:
             env.close()
         metrics = {"return": list(result.returns)}
