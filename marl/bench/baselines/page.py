@@ -176,7 +176,10 @@ def render_page(results: Sequence[TaskBaselines], command: str) -> str:
         "env running its fixed share of exactly the episodes asked (20 over 8 envs: 3 on four "
         "envs, 2 on the others). "
         "Returns are summed over an episode and averaged over a group's agents, then over "
-        "groups (the `return` of `results.json`). Mean ± standard deviation over the episodes. "
+        "groups (the `return` of `results.json`); on the zero-sum games whose task file "
+        "declares `evaluation: versus_random`, each policy plays against a random player "
+        "from each seat equally often and its return is its own side's, as in their runs. "
+        "Mean ± standard deviation over the episodes. "
         "The last columns give per group `random / no-op` where a task has several groups, "
         "and the seconds both evaluations took.",
         "",
@@ -185,11 +188,10 @@ def render_page(results: Sequence[TaskBaselines], command: str) -> str:
     ]
     if constant:
         lines += [
-            f"{', '.join(constant)}: every episode returns exactly 0 for both policies. In a "
-            "two-player zero-sum game whose players share one group (a board game), the team "
-            "return, the mean over the group's agents, is 0 whatever the policy: compare such "
-            "tasks on per-agent metrics (e.g. a win rate) instead. Elsewhere it means that "
-            "neither policy earned any reward in these episodes.",
+            f"{', '.join(constant)}: every episode returns exactly 0 for both policies: "
+            "neither earned any reward in these episodes, or the task is a zero-sum game "
+            "(whose mean over the agents is 0 whatever the policy) that does not declare "
+            "`evaluation: versus_random`.",
             "",
         ]
     if failed:
