@@ -94,9 +94,10 @@ class BestPolicy:
 
         It runs the trainer's evaluator (:attr:`Trainer.evaluator
         <marl.algorithms.Trainer.evaluator>`: the same headline as every evaluation) on
-        its evaluation env, deterministic as the trainer's evaluations are, with the best weights loaded
-        into the algorithm's policy; the current weights are restored afterwards. The
-        trainer's own evaluation state (``last_evaluation``, its callbacks) is untouched.
+        its evaluation env, deterministic as the trainer's evaluations are, with the best
+        weights loaded into the algorithm's policy; the current weights are restored
+        afterwards. The trainer's own evaluation state (``last_evaluation``, its
+        callbacks) is untouched.
 
         Raises:
             RuntimeError: without an evaluation env or a best evaluation.

@@ -30,8 +30,8 @@ the files also feed those tools. ``"return"`` is the team return, the mean of
 the groups' returns, per episode; for a zero-sum game whose task file declares
 ``evaluation: versus_random`` (tictactoe: that mean is always 0) it is the trained
 policy's side's return against a random player, from each seat equally often, with
-``win_rate``, ``draw_rate`` and ``loss_rate`` next to it. Other keys holding lists of numbers are kept
-as extra metrics (``--metric`` in ``marl-report`` picks one). ``absolute_metrics``
+``win_rate``, ``draw_rate`` and ``loss_rate`` next to it. Other keys holding lists of
+numbers are kept as extra metrics (``--metric`` in ``marl-report`` picks one). ``absolute_metrics``
 holds marl-eval's absolute metric: the policy of the run's best evaluation (best mean
 ``"return"``), re-evaluated at the end of the run over 10 times the evaluation
 episodes, with that evaluation's frames as ``step_count`` (marl-eval, which leaves

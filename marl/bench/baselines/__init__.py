@@ -172,9 +172,10 @@ def evaluate_baselines(settings: EvalSettings) -> Scores:
 
     Both are evaluated as a run's evaluation is: with the evaluator the task's file
     declares (:func:`marl.experiment.parts.task_evaluator`; tictactoe: against a random
-    player from both seats), else :func:`marl.algorithms.evaluate_episodes`. The random policy draws from torch's global generator, seeded with the
-    evaluation seed inside :func:`torch.random.fork_rng`, so results repeat and
-    the caller's generator is left as it was.
+    player from both seats), else :func:`marl.algorithms.evaluate_episodes`. The random
+    policy draws from torch's global generator, seeded with the evaluation seed inside
+    :func:`torch.random.fork_rng`, so results repeat and the caller's generator is left
+    as it was.
 
     Returns:
         policy -> metric (``"return"``, ``"<group>/return"``) -> episode values.
