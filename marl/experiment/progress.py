@@ -151,7 +151,11 @@ class ProgressCallback(TrainerCallback):
 
     def _keep_eval(self, trainer: Trainer, logs: dict[str, float]) -> None:
         self._eval = logs.get("eval/episode_reward", self._eval)
-        for name in trainer.env.episode_metrics:
+        last = trainer.last_evaluation
+        # the env's episode metrics, and those its evaluator adds (a win rate against a
+        # reference player: marl.league.VersusReference)
+        names = [*trainer.env.episode_metrics, *(last.metrics if last is not None else ())]
+        for name in dict.fromkeys(names):
             if f"eval/{name}" in logs:
                 self._eval_metrics[name] = logs[f"eval/{name}"]
 

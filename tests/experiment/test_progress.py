@@ -113,3 +113,39 @@ def test_the_status_shows_the_frame_0_evaluation_and_no_nan(caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert "nan" not in " ".join(lines), lines
     assert "reward - |" in lines[0] and f"eval {first:.3f}" in lines[0], lines
+
+
+def test_the_status_shows_each_evaluation_s_metrics_from_the_trainer_s_evaluator(caplog):
+    """An evaluator's own metrics (``VersusReference``'s win rate) follow every evaluation
+    in the status, not only the first one's."""
+    from marl.algorithms import evaluate_episodes
+    from marl.envs import RewardSum, TransformedEnv
+
+    calls = []
+
+    def evaluator(env, policy, episodes, *, deterministic=True):
+        result = evaluate_episodes(env, policy, episodes, deterministic=deterministic)
+        calls.append(len(calls))
+        result.metrics["win_rate"] = [len(calls) / 10] * len(result.returns)
+        return result
+
+    env = TransformedEnv(SingleAgentFakeEnv(num_envs=4, discrete=True, seed=0), RewardSum())
+    eval_env = TransformedEnv(SingleAgentFakeEnv(num_envs=4, discrete=True, seed=1), RewardSum())
+    trainer = Trainer(
+        Algorithm("ppo"),
+        env,
+        frames_per_batch=64,
+        total_frames=192,
+        eval_env=eval_env,
+        eval_interval=64,
+        eval_episodes=2,
+        evaluator=evaluator,
+        callbacks=[ProgressCallback(bar=False, log_interval_s=1e-9, stream=io.StringIO())],
+        seed=0,
+    )
+    with caplog.at_level(logging.INFO, logger="marl.experiment"):
+        trainer.evaluate()  # frame 0: win_rate 0.1
+        list(trainer.train())  # evaluations at 64, 128, 192: 0.2, 0.3, 0.4
+    assert len(calls) == 4
+    lines = [r.getMessage() for r in caplog.records if r.getMessage().startswith("frames")]
+    assert [line.split("(win_rate ")[1][:3] for line in lines] == ["0.2", "0.3", "0.4"], lines
