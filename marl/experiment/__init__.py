@@ -19,24 +19,31 @@ Examples:
     ['csv']
 """
 
-from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_checkpoint
-from marl.experiment.config import ExperimentConfig, ModelConfig
-from marl.experiment.curves import plot_curves
-from marl.experiment.experiment import Experiment
-from marl.experiment.league_run import LeagueConfig, run_league
-from marl.experiment.lifecycle import RunInterrupted
-from marl.experiment.loggers import (
-    CSVLogger,
-    Logger,
-    TensorboardLogger,
-    WandbLogger,
-    check_logger,
-    make_loggers,
-    read_scalars,
-)
-from marl.experiment.parts import evaluation_num_envs
-from marl.experiment.progress import ProgressCallback
-from marl.experiment.runlock import RunFolderInUse, check_run_folder, lock_run_folder
+from typing import TYPE_CHECKING
+
+from marl._lazy import lazy_exports
+
+# the re-exports, imported on first access (marl._lazy): importing a light module of
+# this package must not import torch through this file
+if TYPE_CHECKING:
+    from marl.experiment.checkpoint import CheckpointManager, atomic_save, load_checkpoint
+    from marl.experiment.config import ExperimentConfig, ModelConfig
+    from marl.experiment.curves import plot_curves
+    from marl.experiment.experiment import Experiment
+    from marl.experiment.league_run import LeagueConfig, run_league
+    from marl.experiment.lifecycle import RunInterrupted
+    from marl.experiment.loggers import (
+        CSVLogger,
+        Logger,
+        TensorboardLogger,
+        WandbLogger,
+        check_logger,
+        make_loggers,
+        read_scalars,
+    )
+    from marl.experiment.parts import evaluation_num_envs
+    from marl.experiment.progress import ProgressCallback
+    from marl.experiment.runlock import RunFolderInUse, check_run_folder, lock_run_folder
 
 __all__ = [
     "CSVLogger",
@@ -62,3 +69,5 @@ __all__ = [
     "read_scalars",
     "run_league",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)

@@ -6,28 +6,35 @@ loss pointed at a group's keys. This package imports only torch, tensordict, num
 and ``marl._C``; the networks it trains are passed in as modules.
 """
 
-from marl.objectives import settings, value
-from marl.objectives.common import ActorCritic, KeyedModule, LossModule
-from marl.objectives.ddpg import DDPGLoss
-from marl.objectives.dqn import DQNLoss
-from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
-from marl.objectives.happo import HAPPOLoss
-from marl.objectives.ppo import A2CLoss, PPOLoss
-from marl.objectives.pqn import PQNLoss, QLambda
-from marl.objectives.qmix import QMixLoss
-from marl.objectives.sac import DiscreteSACLoss, SACLoss
-from marl.objectives.settings import (
-    A2CSettings,
-    DDPGSettings,
-    DQNSettings,
-    PPOSettings,
-    PQNSettings,
-    SACSettings,
-    TD3Settings,
-)
-from marl.objectives.standardize import RankSum, standardize
-from marl.objectives.targets import HardUpdate, SoftUpdate
-from marl.objectives.td3 import TD3Loss
+from typing import TYPE_CHECKING
+
+from marl._lazy import lazy_exports
+
+# the re-exports, imported on first access (marl._lazy): importing a light module of
+# this package must not import torch through this file
+if TYPE_CHECKING:
+    from marl.objectives import settings, value
+    from marl.objectives.common import ActorCritic, KeyedModule, LossModule
+    from marl.objectives.ddpg import DDPGLoss
+    from marl.objectives.dqn import DQNLoss
+    from marl.objectives.estimators import GAE, TD0, TDLambda, ValueEstimator, VTrace
+    from marl.objectives.happo import HAPPOLoss
+    from marl.objectives.ppo import A2CLoss, PPOLoss
+    from marl.objectives.pqn import PQNLoss, QLambda
+    from marl.objectives.qmix import QMixLoss
+    from marl.objectives.sac import DiscreteSACLoss, SACLoss
+    from marl.objectives.settings import (
+        A2CSettings,
+        DDPGSettings,
+        DQNSettings,
+        PPOSettings,
+        PQNSettings,
+        SACSettings,
+        TD3Settings,
+    )
+    from marl.objectives.standardize import RankSum, standardize
+    from marl.objectives.targets import HardUpdate, SoftUpdate
+    from marl.objectives.td3 import TD3Loss
 
 __all__ = [
     "GAE",
@@ -63,3 +70,5 @@ __all__ = [
     "standardize",
     "value",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)

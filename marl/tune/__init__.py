@@ -11,7 +11,16 @@
 dependency (``pip install "marl[ray]"``), imported when a run starts.
 """
 
-from marl.tune.run import TuneResult, resume_tuning, tune
-from marl.tune.space import SearchSpace, TuneSettings, load_space
+from typing import TYPE_CHECKING
+
+from marl._lazy import lazy_exports
+
+# the re-exports, imported on first access (marl._lazy): importing a light module of
+# this package must not import torch through this file
+if TYPE_CHECKING:
+    from marl.tune.run import TuneResult, resume_tuning, tune
+    from marl.tune.space import SearchSpace, TuneSettings, load_space
 
 __all__ = ["SearchSpace", "TuneResult", "TuneSettings", "load_space", "resume_tuning", "tune"]
+
+__getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)
