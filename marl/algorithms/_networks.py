@@ -19,7 +19,13 @@ import torch
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
-from marl.algorithms.settings import RECURRENT_BODIES, CentralCritic, NetworkSettings, NetworkSpec
+from marl.algorithms.settings import (
+    NETWORKS,
+    RECURRENT_BODIES,
+    CentralCritic,
+    NetworkSettings,
+    NetworkSpec,
+)
 from marl.modules import MLP, MultiAgentCNN, MultiAgentDeepSets, MultiAgentGNN, MultiAgentMLP
 from marl.specs import Composite
 
@@ -47,18 +53,6 @@ def activation_class(name: str) -> type[nn.Module]:
     if name not in ACTIVATIONS:
         raise ValueError(f"unknown activation {name!r}; expected one of {sorted(ACTIVATIONS)}")
     return ACTIVATIONS[name]
-
-
-NETWORKS: dict[str, str] = {
-    "mlp": "a multi-layer perceptron per agent (MultiAgentMLP): the default",
-    "deepsets": "per-agent encoder, pooled over the group's agents, then a decoder "
-    "(permutation-invariant)",
-    "gnn": "message passing between the group's agents over a complete or a distance graph",
-    "cnn": "a convolutional encoder per agent for image observations, then an MLP head",
-    "gru": "a GRU over time, its state kept in the TensorDict",
-    "lstm": "an LSTM over time, its state kept in the TensorDict",
-}
-"""The network bodies, by name, with one line each."""
 
 
 def observation_shapes(info: GroupInfo) -> dict[str, tuple[int, ...]]:

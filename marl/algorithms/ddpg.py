@@ -8,13 +8,13 @@ target actor and critic, soft target updates, a uniform or prioritized buffer).
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds, deterministic_actor, state_action_value_critic
+from marl.algorithms.configs import DDPGConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import DDPGRecipe, DeterministicActorTraining, OffPolicyNetworks
 from marl.algorithms.spec import replay_actor_critic_spec
@@ -30,22 +30,6 @@ __all__ = [
     "deterministic_actor_learner",
     "gaussian_exploration",
 ]
-
-
-@dataclass
-class DDPGConfig(DDPGRecipe):
-    """DDPG hyperparameters (defaults tuned for Pendulum-like control tasks).
-
-    The :class:`~marl.algorithms.settings.DDPGRecipe` as it is: the loss's
-    :class:`~marl.objectives.settings.DDPGSettings`, the
-    :class:`~marl.algorithms.settings.ReplaySettings`, the actor's rates and exploration
-    (:class:`~marl.algorithms.settings.DeterministicActorTraining`) and the
-    :class:`~marl.algorithms.settings.OffPolicyNetworks`.
-
-    Examples:
-        >>> DDPGConfig().actor_cells, DDPGConfig().tau
-        ((256, 256), 0.005)
-    """
 
 
 def gaussian_exploration(info: GroupInfo, config: DeterministicActorTraining) -> AdditiveGaussian:

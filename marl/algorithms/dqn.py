@@ -7,13 +7,12 @@ soft target updates, a uniform or prioritized replay buffer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues, q_value_network
 from marl.algorithms._recurrent import RECURRENT_NETWORKS, SequenceQValues, recurrent_q_network
+from marl.algorithms.configs import DQNConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import EpsilonGreedy, QLearningRecipe, QLearningTraining
 from marl.algorithms.spec import q_learning_spec
@@ -22,22 +21,6 @@ from marl.modules import EGreedy
 from marl.objectives import DQNLoss, HardUpdate, LossModule, SoftUpdate
 
 __all__ = ["SPEC", "DQNConfig", "build_dqn", "epsilon_greedy", "q_networks", "target_updater"]
-
-
-@dataclass
-class DQNConfig(QLearningRecipe):
-    """DQN hyperparameters (defaults tuned for CartPole-like tasks).
-
-    The :class:`~marl.algorithms.settings.QLearningRecipe` (DQN's rate, replay, target
-    period and epsilon are its defaults), with a Huber loss.
-
-    Examples:
-        >>> DQNConfig().loss_function, DQNConfig().target_update_period
-        ('smooth_l1', 128)
-    """
-
-    loss_function: str = "smooth_l1"
-    """Q regression loss (Huber: DQN's)."""
 
 
 def build_dqn(info: GroupInfo, config: QLearningRecipe, *, algorithm: str = "dqn") -> GroupLearner:

@@ -28,7 +28,6 @@ Roles:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,9 +38,9 @@ from marl.algorithms._compile import compiled_loss_terms
 from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import stochastic_actor
+from marl.algorithms.configs import HAPPOConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import point_at_group
-from marl.algorithms.settings import CentralCritic, MultiAgentPPO
 from marl.algorithms.spec import policy_gradient_spec, recurrent_refusals
 from marl.algorithms.updates import (
     GradientSync,
@@ -61,38 +60,6 @@ __all__ = [
     "happo_critic_loss_terms",
     "happo_round",
 ]
-
-
-@dataclass
-class HAPPOConfig(MultiAgentPPO, CentralCritic):
-    """HAPPO hyperparameters: the multi-agent PPO preset (MAPPO's), per-agent actors.
-
-    ``epochs`` (MAPPO's 10) and ``minibatch_size`` apply to each agent's turn and to the
-    critic's update, so an iteration runs ``n_agents + 1`` times MAPPO's epochs. (HARL
-    runs 5 epochs, at a 10 times larger learning rate; at MAPPO's ``lr`` 5 epochs left
-    HAPPO undertrained: see docs/basic/algorithms/happo.md.)
-
-    Examples:
-        >>> HAPPOConfig().share_policy_params, HAPPOConfig().epochs
-        (False, 10)
-        >>> HAPPOConfig(share_policy_params=True)
-        Traceback (most recent call last):
-        ...
-        ValueError: happo updates each agent's policy in turn, so its agents need their own actor parameters: share_policy_params must be False, got True (use mappo for a shared actor)
-    """
-
-    share_policy_params: bool = False
-    """Must stay ``False``: HAPPO's agents are heterogeneous, each with its own actor
-    parameters (stacked per agent in one vectorized network)."""
-
-    def __post_init__(self) -> None:
-        if self.share_policy_params:
-            raise ValueError(
-                "happo updates each agent's policy in turn, so its agents need their own "
-                f"actor parameters: share_policy_params must be False, got "
-                f"{self.share_policy_params} (use mappo for a shared actor)"
-            )
-        super().__post_init__()
 
 
 def happo_actor_loss_terms(

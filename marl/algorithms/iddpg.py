@@ -7,27 +7,14 @@ pointed at the group's keys; :class:`IDDPGConfig` adds the multi-agent options.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_action_value_critic
+from marl.algorithms.configs import IDDPGConfig
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.settings import DDPGRecipe
 from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "IDDPGConfig", "build_iddpg"]
-
-
-@dataclass
-class IDDPGConfig(DDPGRecipe):
-    """IDDPG hyperparameters: the :class:`~marl.algorithms.settings.DDPGRecipe`
-    (DDPG's), with the sharing of actor and critic parameters over a group's agents.
-
-    Examples:
-        >>> IDDPGConfig(share_policy_params=False).share_policy_params
-        False
-    """
 
 
 def build_iddpg(info: GroupInfo, config: IDDPGConfig) -> GroupLearner:

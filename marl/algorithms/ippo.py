@@ -9,27 +9,14 @@ pointed at the group's keys, with the multi-agent preset
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import state_value_critic
+from marl.algorithms.configs import IPPOConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
-from marl.algorithms.settings import MultiAgentPPO
 from marl.algorithms.spec import policy_gradient_spec
 
 __all__ = ["SPEC", "IPPOConfig", "build_ippo"]
-
-
-@dataclass
-class IPPOConfig(MultiAgentPPO):
-    """IPPO hyperparameters: the :class:`~marl.algorithms.settings.MultiAgentPPO` preset
-    (PPO's settings, BenchMARL's defaults), with no field of its own.
-
-    Examples:
-        >>> IPPOConfig(share_policy_params=False).share_policy_params, IPPOConfig().lr
-        (False, 5e-05)
-    """
 
 
 def build_ippo(info: GroupInfo, config: IPPOConfig) -> GroupLearner:

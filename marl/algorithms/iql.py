@@ -9,26 +9,13 @@ masks honoured in the greedy action, the exploration and the target maximum);
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.configs import IQLConfig
 from marl.algorithms.dqn import build_dqn
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.settings import MultiAgentQLearning
 from marl.algorithms.spec import q_learning_spec
 
 __all__ = ["SPEC", "IQLConfig", "build_iql"]
-
-
-@dataclass
-class IQLConfig(MultiAgentQLearning):
-    """IQL hyperparameters: the :class:`~marl.algorithms.settings.MultiAgentQLearning`
-    preset (BenchMARL-like defaults), with no field of its own.
-
-    Examples:
-        >>> IQLConfig().target_update_period is None
-        True
-    """
 
 
 def build_iql(info: GroupInfo, config: IQLConfig) -> GroupLearner:

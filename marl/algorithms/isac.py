@@ -7,27 +7,14 @@ update is :func:`marl.algorithms.sac.build_sac` pointed at the group's keys.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import q_value_network, state_action_value_critic
+from marl.algorithms.configs import ISACConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
-from marl.algorithms.settings import SACRecipe
 from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "ISACConfig", "build_isac"]
-
-
-@dataclass
-class ISACConfig(SACRecipe):
-    """ISAC hyperparameters: the :class:`~marl.algorithms.settings.SACRecipe` (SAC's),
-    with the sharing of actor and critic parameters over a group's agents.
-
-    Examples:
-        >>> ISACConfig(share_critic_params=False).share_critic_params
-        False
-    """
 
 
 def build_isac(info: GroupInfo, config: ISACConfig) -> GroupLearner:

@@ -8,26 +8,14 @@ update is :func:`marl.algorithms.ddpg.build_ddpg` with that critic.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.configs import MADDPGConfig
 from marl.algorithms.ddpg import build_ddpg
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.settings import CentralCritic, DDPGRecipe
 from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "MADDPGConfig", "build_maddpg"]
-
-
-@dataclass
-class MADDPGConfig(DDPGRecipe, CentralCritic):
-    """MADDPG hyperparameters: DDPG's recipe and what the centralized critic sees.
-
-    Examples:
-        >>> MADDPGConfig().critic_scope
-        'group'
-    """
 
 
 def build_maddpg(info: GroupInfo, config: MADDPGConfig) -> GroupLearner:

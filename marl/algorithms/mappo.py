@@ -9,26 +9,14 @@ group, heterogeneous shapes included (``critic_scope="all"``). The update is
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.configs import MAPPOConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import build_ppo
-from marl.algorithms.settings import CentralCritic, MultiAgentPPO
 from marl.algorithms.spec import policy_gradient_spec
 
 __all__ = ["SPEC", "MAPPOConfig", "build_mappo"]
-
-
-@dataclass
-class MAPPOConfig(MultiAgentPPO, CentralCritic):
-    """MAPPO hyperparameters: the multi-agent PPO preset and what the centralized critic sees.
-
-    Examples:
-        >>> MAPPOConfig(critic_scope="all").critic_scope
-        'all'
-    """
 
 
 def build_mappo(info: GroupInfo, config: MAPPOConfig) -> GroupLearner:

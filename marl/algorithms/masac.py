@@ -9,26 +9,14 @@ The update is :func:`marl.algorithms.sac.build_sac` with those Q-networks.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._critics import centralized_critic_of
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.configs import MASACConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.sac import build_sac
-from marl.algorithms.settings import CentralCritic, SACRecipe
 from marl.algorithms.spec import replay_actor_critic_spec
 
 __all__ = ["SPEC", "MASACConfig", "build_masac"]
-
-
-@dataclass
-class MASACConfig(SACRecipe, CentralCritic):
-    """MASAC hyperparameters: SAC's recipe and what the centralized critics see.
-
-    Examples:
-        >>> MASACConfig(critic_scope="all").critic_scope
-        'all'
-    """
 
 
 def build_masac(info: GroupInfo, config: MASACConfig) -> GroupLearner:

@@ -22,73 +22,18 @@ A single-agent env (no group) is refused: use ``ppo``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._networks import NETWORKS
 from marl.algorithms._policies import action_bounds, observation_inputs
+from marl.algorithms.configs import MATConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.ppo import policy_gradient_learner
-from marl.algorithms.settings import OnPolicyOptimization
 from marl.algorithms.spec import policy_gradient_spec
 from marl.modules.transformer import MATPolicy, MATValue, MultiAgentTransformer
 from marl.objectives import PPOLoss
-from marl.objectives.settings import PPOSettings
 from marl.specs import Bounded, Categorical, OneHot
 
 __all__ = ["SPEC", "MATConfig", "build_mat"]
-
-
-@dataclass
-class MATConfig(PPOSettings, OnPolicyOptimization):
-    """MAT hyperparameters: the paper's MPE settings, the network scaled down for CPUs.
-
-    The loss's :class:`~marl.objectives.settings.PPOSettings` and the update's
-    :class:`~marl.algorithms.settings.OnPolicyOptimization` (the paper's values where they
-    differ), and the transformer's sizes.
-
-    Examples:
-        >>> MATConfig().embed_dim
-        64
-        >>> MATConfig(embed_dim=30, n_heads=4)
-        Traceback (most recent call last):
-        ...
-        ValueError: mat: embed_dim (30) must be a multiple of n_heads (4)
-    """
-
-    lr: float = 5e-4
-    """Adam learning rate of the whole transformer (encoder, value head, decoder)."""
-    entropy_coef: float = 0.01
-    """Weight of the entropy bonus (masked-out agents weighted out)."""
-    critic_coef: float = 1.0
-    """Weight of the value loss (the paper's ``value_loss_coef``)."""
-    minibatch_size: int = 400
-    """Transitions (env steps, the group's agents together) per optimizer step."""
-    max_grad_norm: float | None = 10.0
-    """Gradient clipping of the transformer (the paper's 10); ``None`` disables it."""
-    embed_dim: int = 64
-    """Width of the tokens (the paper: 64)."""
-    n_heads: int = 1
-    """Attention heads; must divide ``embed_dim`` (the paper: 1)."""
-    n_blocks: int = 1
-    """Encoder blocks, and as many decoder blocks (the paper: 1 on MPE)."""
-    log_std_init: float = 0.0
-    """Initial log standard deviation of continuous actions (learned, one per action
-    dim, independent of the observations, as in the paper)."""
-
-    def __post_init__(self) -> None:
-        for name in ("epochs", "minibatch_size", "embed_dim", "n_heads", "n_blocks"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise ValueError(f"mat: {name} must be an integer >= 1, got {value!r}")
-        if self.embed_dim % self.n_heads:
-            raise ValueError(
-                f"mat: embed_dim ({self.embed_dim}) must be a multiple of n_heads ({self.n_heads})"
-            )
-        if self.lr <= 0 or self.clip_epsilon <= 0:
-            raise ValueError(
-                f"mat: lr and clip_epsilon must be > 0, got {self.lr} and {self.clip_epsilon}"
-            )
 
 
 def _action_kind(info: GroupInfo) -> tuple[str, int]:

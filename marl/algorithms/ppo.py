@@ -10,7 +10,6 @@ critic (e.g. a centralized one). The update itself, step by step, is
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from torch import nn
@@ -22,6 +21,7 @@ from marl.algorithms._recurrent import (
     is_recurrent,
     recurrent_stochastic_actor,
 )
+from marl.algorithms.configs import PPOConfig
 from marl.algorithms.contracts import OnPolicySettings
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import ActorCriticNetworks, PPORecipe
@@ -41,22 +41,6 @@ __all__ = [
 LossT = TypeVar("LossT", bound=LossModule)
 
 _WHOLE = 1 << 30  # a sequence length no rollout reaches: each env's whole rollout
-
-
-@dataclass
-class PPOConfig(PPORecipe):
-    """PPO hyperparameters (defaults tuned for the classic control tasks).
-
-    The :class:`~marl.algorithms.settings.PPORecipe` as it is, with no field of its own:
-    the loss's :class:`~marl.objectives.settings.PPOSettings`, the
-    :class:`~marl.algorithms.settings.OnPolicyOptimization` and
-    :class:`~marl.algorithms.settings.ActorCriticTraining` of the update, and the
-    :class:`~marl.algorithms.settings.ActorCriticNetworks`.
-
-    Examples:
-        >>> PPOConfig().clip_epsilon, PPOConfig().actor_cells
-        (0.2, (64, 64))
-    """
 
 
 def point_at_group(loss: LossT, info: GroupInfo) -> LossT:

@@ -17,12 +17,11 @@ of the agents' values on the team's returns.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tensordict.nn import TensorDictModuleBase, TensorDictSequential
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import GreedyAction, q_value_network
+from marl.algorithms.configs import PQNConfig
 from marl.algorithms.dqn import epsilon_greedy
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import PQNRecipe
@@ -31,16 +30,6 @@ from marl.algorithms.updates import OnPolicyUpdater, make_optimizer
 from marl.objectives import PQNLoss
 
 __all__ = ["SPEC", "PQNConfig", "build_pqn", "pqn_learner"]
-
-
-@dataclass
-class PQNConfig(PQNRecipe):
-    """PQN hyperparameters: the :class:`~marl.algorithms.settings.PQNRecipe` as it is.
-
-    Examples:
-        >>> PQNConfig().layer_norm
-        True
-    """
 
 
 def pqn_learner(

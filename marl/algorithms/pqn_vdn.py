@@ -10,29 +10,17 @@ Q-learning baseline; here on any catalogue task with discrete actions.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tensordict.nn import TensorDictModuleBase
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import q_value_network
+from marl.algorithms.configs import PQNVDNConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.pqn import pqn_learner
-from marl.algorithms.settings import PQNRecipe
 from marl.algorithms.spec import pqn_spec
 from marl.algorithms.vdn import MaskedAgentValues
 
 __all__ = ["SPEC", "PQNVDNConfig", "build_pqn_vdn"]
-
-
-@dataclass
-class PQNVDNConfig(PQNRecipe):
-    """PQN-VDN hyperparameters: PQN's recipe (the sum has none).
-
-    Examples:
-        >>> PQNVDNConfig().lmbda
-        0.65
-    """
 
 
 def build_pqn_vdn(info: GroupInfo, config: PQNVDNConfig) -> GroupLearner:

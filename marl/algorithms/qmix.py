@@ -7,42 +7,15 @@ group's concatenated observations when the env has no state.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from marl.algorithms._groups import GroupInfo
+from marl.algorithms.configs import QMIXConfig
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.settings import MultiAgentQLearning
 from marl.algorithms.spec import q_learning_spec
 from marl.algorithms.vdn import check_mixed_group, value_decomposition_learner
 from marl.modules import QMixer
 from marl.specs import Composite
 
 __all__ = ["SPEC", "QMIXConfig", "build_qmix"]
-
-
-@dataclass
-class QMIXConfig(MultiAgentQLearning):
-    """QMIX hyperparameters: the multi-agent Q-learning preset (VDN's), plus the mixer's.
-
-    Examples:
-        >>> QMIXConfig().mixing_embed_dim
-        32
-    """
-
-    mixing_embed_dim: int = 32
-    """Width of the mixing layer (BenchMARL's default)."""
-    hypernet_embed: int = 64
-    """Hidden width of the hypernetworks producing the mixing weights."""
-    use_state: bool = True
-    """Condition the mixer on the env's global ``"state"`` when it has one (else on the
-    group's concatenated observations)."""
-    hypernet_init_scale: float | None = None
-    """A factor on the initial weights of the hypernetworks' output layers (their biases
-    start at 0); ``None``: PyTorch's initialization (PyMARL's, made for a normalized
-    state such as SMAC's). States of raw units need a small one: on SMAX's world state
-    (positions in [0, 32]) PyTorch's starts ``Q_tot`` near 50 where returns are below 2,
-    and QMIX does not learn; 0.01 starts it near 0 (JaxMARL's QMIX: 0.001), and QMIX
-    wins ``smax/3m`` battles (docs/basic/tasks/smax.md)."""
 
 
 def build_qmix(info: GroupInfo, config: QMIXConfig) -> GroupLearner:

@@ -7,12 +7,11 @@ temperature, soft target updates, a uniform or prioritized replay buffer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import q_value_network, state_action_value_critic, stochastic_actor
+from marl.algorithms.configs import SACConfig
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import SACRecipe
 from marl.algorithms.spec import replay_actor_critic_spec
@@ -20,18 +19,6 @@ from marl.algorithms.updates import make_optimizer, off_policy_learner
 from marl.objectives import DiscreteSACLoss, SACLoss, SoftUpdate
 
 __all__ = ["SPEC", "SACConfig", "build_sac"]
-
-
-@dataclass
-class SACConfig(SACRecipe):
-    """SAC hyperparameters: the :class:`~marl.algorithms.settings.SACRecipe` as it is (the
-    loss's :class:`~marl.objectives.settings.SACSettings`, replay, the three rates, the
-    networks).
-
-    Examples:
-        >>> SACConfig().num_qvalue_nets, SACConfig().alpha_lr
-        (2, 0.0003)
-    """
 
 
 def build_sac(

@@ -40,6 +40,7 @@ from marl.objectives.settings import (
 
 __all__ = [
     "CRITIC_SCOPES",
+    "NETWORKS",
     "RECURRENT_BODIES",
     "VMAS_POSITION",
     "ActorCriticNetworks",
@@ -66,6 +67,18 @@ __all__ = [
     "check_critic_scope",
 ]
 
+NETWORKS: dict[str, str] = {
+    "mlp": "a multi-layer perceptron per agent (MultiAgentMLP): the default",
+    "deepsets": "per-agent encoder, pooled over the group's agents, then a decoder "
+    "(permutation-invariant)",
+    "gnn": "message passing between the group's agents over a complete or a distance graph",
+    "cnn": "a convolutional encoder per agent for image observations, then an MLP head",
+    "gru": "a GRU over time, its state kept in the TensorDict",
+    "lstm": "an LSTM over time, its state kept in the TensorDict",
+}
+"""The network bodies, by name, with one line each (built by ``marl.algorithms._networks``;
+here, with no torch, for the command line's checks of ``model.network``)."""
+
 RECURRENT_BODIES = ("gru", "lstm")
 """The bodies that train on sequences (``marl.algorithms._recurrent``): an algorithm
 takes them only when its builder says so (``AlgorithmSpec.network_refusals``)."""
@@ -90,7 +103,7 @@ class NetworkSpec:
     """The body a network is built with: its name and the options of the ``gnn``.
 
     Args:
-        name: one of :data:`marl.algorithms._networks.NETWORKS`.
+        name: one of :data:`NETWORKS`.
         gnn_radius: ``gnn`` only: connect the agents within this distance of each other
             (``None``: a complete graph).
         gnn_position: ``gnn`` only: ``(start, stop)``, the observation features that hold

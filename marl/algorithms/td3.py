@@ -7,32 +7,17 @@ actor, soft target updates, a uniform or prioritized buffer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import action_bounds
+from marl.algorithms.configs import TD3Config
 from marl.algorithms.ddpg import deterministic_actor_critic, deterministic_actor_learner
 from marl.algorithms.learner import GroupLearner
-from marl.algorithms.settings import DeterministicActorTraining, OffPolicyNetworks, ReplaySettings
 from marl.algorithms.spec import replay_actor_critic_spec
 from marl.objectives import TD3Loss
-from marl.objectives.settings import TD3Settings
 
 __all__ = ["SPEC", "TD3Config", "build_td3"]
-
-
-@dataclass
-class TD3Config(TD3Settings, ReplaySettings, DeterministicActorTraining, OffPolicyNetworks):
-    """TD3 hyperparameters: DDPG's update, networks and exploration with TD3's loss
-    (:class:`~marl.objectives.settings.TD3Settings`: twin Q, target smoothing, the
-    actor's delay).
-
-    Examples:
-        >>> TD3Config().policy_delay, TD3Config().actor_lr
-        (2, 0.001)
-    """
 
 
 def build_td3(

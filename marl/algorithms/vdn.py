@@ -9,13 +9,12 @@ passes a state-conditioned ``QMixer`` to the same :func:`value_decomposition_lea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from tensordict.nn import TensorDictSequential
 from torch import nn
 
 from marl.algorithms._groups import GroupInfo
 from marl.algorithms._policies import GreedyAction, MaskedAgentValues
+from marl.algorithms.configs import VDNConfig
 from marl.algorithms.dqn import epsilon_greedy, q_networks, target_updater
 from marl.algorithms.learner import GroupLearner
 from marl.algorithms.settings import MultiAgentQLearning
@@ -25,16 +24,6 @@ from marl.modules import VDNMixer
 from marl.objectives import QMixLoss
 
 __all__ = ["SPEC", "MaskedAgentValues", "VDNConfig", "build_vdn", "value_decomposition_learner"]
-
-
-@dataclass
-class VDNConfig(MultiAgentQLearning):
-    """VDN hyperparameters: the multi-agent Q-learning preset (IQL's); the mixer has none.
-
-    Examples:
-        >>> VDNConfig().gamma
-        0.99
-    """
 
 
 def value_decomposition_learner(

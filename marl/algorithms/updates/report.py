@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marl.algorithms._compile import compile_counts
-from marl.algorithms.base import Algorithm
 from marl.algorithms.updates.gradient import GradientStep
 from marl.algorithms.updates.off_policy import OffPolicyUpdater
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
+
+if TYPE_CHECKING:  # base imports the updaters: an import here would be a circle
+    from marl.algorithms.base import Algorithm
 
 __all__ = ["compile_report"]
 
