@@ -14,9 +14,10 @@ import importlib
 import importlib.util
 import inspect
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from marl.envs.common import EnvBase
+if TYPE_CHECKING:  # annotations only: the catalogue reads this module without torch
+    from marl.envs.common import EnvBase
 
 __all__ = [
     "accepted_args",
@@ -284,7 +285,7 @@ def env_available(family: str, env: Mapping[str, Any]) -> bool:
     if family == "mamujoco" and importlib.util.find_spec("mujoco") is None:
         return False
     if family == "pettingzoo":
-        from marl.envs.libs.pettingzoo import find_task
+        from marl.envs.libs.pettingzoo_tasks import find_task
 
         try:
             find_task(env["task"])

@@ -27,19 +27,19 @@ the key, the valid names and the closest match. The ``env`` section is checked
 against the wrapper's arguments when the task is built.
 
 The files ship inside the package (``marl/tasks``); in a source checkout they
-are read from the repository's top-level ``tasks/`` folder.
+are read from the repository's top-level ``tasks/`` folder. Listing and checking tasks
+imports no torch (``marl-run --help`` lists them); :func:`make_task` does.
 """
 
 from __future__ import annotations
 
+import copy
 import difflib
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from marl._resources import data_folder
-from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
-from marl.envs.common import EnvBase
 from marl.envs.families import (
     accepted_args,
     build_env,
@@ -47,8 +47,10 @@ from marl.envs.families import (
     family_names,
     unknown_args,
 )
-from marl.envs.image_transforms import ResizeImages
-from marl.envs.transforms import Transform, TransformedEnv
+
+if TYPE_CHECKING:
+    from marl.envs.common import EnvBase
+    from marl.envs.transforms import Transform
 
 __all__ = [
     "TASK_EVALUATIONS",
@@ -229,9 +231,17 @@ def load_task_config(name: str) -> dict[str, Any]:
             file that breaks the schema (unknown keys or transforms, bad
             values: each named with the valid names and the closest match).
     """
+    path = _index()[check_task_name(name)]
+    stat = path.stat()
+    return copy.deepcopy(_parsed_task_file(path, stat.st_mtime_ns, stat.st_size))
+
+
+@lru_cache(maxsize=1024)
+def _parsed_task_file(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
+    """A task file, parsed and checked once per version of the file (its modification time
+    and size are part of the key): listing the installed tasks reads every file twice."""
     import yaml
 
-    path = _index()[check_task_name(name)]
     with open(path, encoding="utf-8") as f:
         config = yaml.safe_load(f)
     _validate_task_config(config, path)
@@ -306,6 +316,11 @@ def make_task(
         >>> env.rollout(3)["agent", "episode_reward"].shape
         torch.Size([2, 3, 3, 1])
     """
+    # the transforms import torch: here, so that listing and checking tasks does not
+    from marl.envs.builtin_transforms import DoubleToFloat, RewardSum, StepCounter
+    from marl.envs.image_transforms import ResizeImages
+    from marl.envs.transforms import TransformedEnv
+
     name = check_task_name(name)
     config = load_task_config(name)
     family = config["family"]

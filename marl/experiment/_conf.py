@@ -11,7 +11,8 @@ stores them in hydra's ``ConfigStore``:
 - ``marl_run_schema``: the types of the root keys (``task``, ``task_overrides``, ``seed``).
 
 So hydra checks every type and key when it composes the config, before anything is
-built. The YAML files in ``marl/conf/`` hold only the root config (the defaults list
+built. Nothing here imports torch: the config classes come from torch-free modules
+(:func:`marl.algorithms.registry.algorithm_configs`), so ``marl-run --help`` is quick. The YAML files in ``marl/conf/`` hold only the root config (the defaults list
 and hydra's settings) and presets that extend these nodes (``experiment/debug.yaml``,
 ``model/small.yaml``, ...).
 """
@@ -26,6 +27,7 @@ from typing import Any
 
 from omegaconf import MISSING
 
+from marl.algorithms.registry import algorithm_configs
 from marl.experiment.config import ExperimentConfig, ModelConfig
 
 __all__ = [
@@ -69,12 +71,13 @@ def algorithm_node(name: str) -> type:
         >>> node.name, node.lr, dict(node.groups)
         ('mappo', 5e-05, {})
     """
-    from marl.algorithms import get_algorithm
-
-    spec = get_algorithm(name)
-    hints = typing.get_type_hints(spec.config_cls)
+    configs = algorithm_configs()
+    if name not in configs:
+        raise ValueError(f"unknown algorithm {name!r}; available: {', '.join(configs)}")
+    config_cls = configs[name]
+    hints = typing.get_type_hints(config_cls)
     fields: list[tuple[str, Any, Any]] = [("name", str, dataclasses.field(default=name))]
-    for f in dataclasses.fields(spec.config_cls):
+    for f in dataclasses.fields(config_cls):
         if not f.init:
             continue
         if f.default_factory is not dataclasses.MISSING:
@@ -84,9 +87,9 @@ def algorithm_node(name: str) -> type:
         fields.append((f.name, hints[f.name], default))
     fields.append(("groups", dict[str, Any], dataclasses.field(default_factory=dict)))
     # named like the dataclass, so hydra's errors say `object_type=MAPPOConfig`
-    node = dataclasses.make_dataclass(spec.config_cls.__name__, fields)
-    node.__module__ = spec.config_cls.__module__
-    node.__doc__ = spec.config_cls.__doc__
+    node = dataclasses.make_dataclass(config_cls.__name__, fields)
+    node.__module__ = config_cls.__module__
+    node.__doc__ = config_cls.__doc__
     return node
 
 
@@ -94,13 +97,11 @@ def register_configs() -> None:
     """Store the config dataclasses in hydra's ``ConfigStore`` (idempotent)."""
     from hydra.core.config_store import ConfigStore
 
-    from marl.algorithms import list_algorithms
-
     store = ConfigStore.instance()
     store.store(name="marl_run_schema", node=RunSchema)
     store.store(group="experiment", name="base", node=ExperimentConfig)
     store.store(group="model", name="default", node=ModelConfig)
-    for name in list_algorithms():
+    for name in algorithm_configs():
         store.store(group="algorithm", name=name, node=algorithm_node(name))
 
 

@@ -9,7 +9,9 @@ into overrides that continue the run in its own folder; :func:`lock_run_dir` hol
 folder known in advance (:mod:`marl.experiment.runlock`), so that a resume or a new run
 into the folder of a live run is refused with that run's PID before hydra writes its
 ``.hydra/``; :func:`check_task_overrides` refuses an unknown task name (with the closest
-names) and a renamed ``algorithm.<key>`` (with its new name).
+names) and a renamed ``algorithm.<key>`` (with its new name). Under ``torchrun``,
+:func:`launch_rank` and :func:`follower_args` keep the ranks above 0 out of the run folder.
+Nothing here imports torch at import time: ``marl-run --help`` starts here.
 """
 
 from __future__ import annotations
@@ -22,12 +24,37 @@ from typing import Any
 
 __all__ = [
     "check_task_overrides",
+    "follower_args",
+    "launch_rank",
     "lock_run_dir",
     "prepare_launch",
     "prepare_resume",
     "run_holding",
+    "runs_nothing",
     "torchrun_command",
 ]
+
+
+def launch_rank() -> int | None:
+    """This process's rank when ``torchrun`` launched several (``WORLD_SIZE > 1``), else ``None``."""
+    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
+        return None
+    return int(os.environ["RANK"])
+
+
+def follower_args(args: list[str], rank: int) -> tuple[list[str], str]:
+    """``marl-run``'s overrides for a rank > 0, and the scratch folder they name.
+
+    Hydra writes ``.hydra/`` and its log into its run dir before marl's code runs: a
+    rank > 0 gets a fresh scratch folder (deleted when it ends) as ``hydra.run.dir``
+    and ``hydra.output_subdir=null``, so that it writes nothing into the run folder.
+    """
+    import tempfile
+
+    scratch = tempfile.mkdtemp(prefix=f"marl-rank{rank}-")
+    keys = ("hydra.run.dir=", "hydra.output_subdir=")
+    kept = [a for a in args if not a.lstrip("+~").startswith(keys)]
+    return [*kept, f"hydra.run.dir={scratch}", "hydra.output_subdir=null"], scratch
 
 
 def _override(key: str, value: str | os.PathLike[str]) -> str:

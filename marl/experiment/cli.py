@@ -410,8 +410,12 @@ def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], b
 
 def main() -> None:
     """Entry point of ``marl-run``."""
+    # torch is imported below, after the help text: `marl-run --help` needs only hydra
+    # and the config dataclasses
     from marl.experiment.argv import (
         check_task_overrides,
+        follower_args,
+        launch_rank,
         lock_run_dir,
         prepare_launch,
         prepare_resume,
@@ -419,8 +423,6 @@ def main() -> None:
         runs_nothing,
         torchrun_command,
     )
-    from marl.experiment.data_parallel import follower_args, launch_rank, process_group
-    from marl.experiment.peers import PeerLost
 
     rank, args = launch_rank(), sys.argv[1:]
     try:
@@ -462,6 +464,9 @@ def main() -> None:
     import hydra
     from hydra.core.hydra_config import HydraConfig
     from omegaconf import DictConfig
+
+    from marl.experiment.data_parallel import process_group
+    from marl.experiment.peers import PeerLost
 
     prepare_hydra()
 

@@ -1,7 +1,8 @@
 """Typed configs of an experiment: how long, where, what to log, when to save.
 
-The hydra CLI (``marl-run``) fills these dataclasses from the YAML files shipped
-in ``marl/conf/``; the Python API takes them directly. Every field has one
+The hydra CLI (``marl-run``; ``marl-league`` for :class:`LeagueConfig`) fills these
+dataclasses from the YAML files shipped in ``marl/conf/``; the Python API takes them
+directly. They import no torch, so that ``--help`` is quick. Every field has one
 docstring, and :meth:`ExperimentConfig.validate` turns a bad value into an error
 that names the field, what was expected and what was given.
 """
@@ -16,12 +17,17 @@ from dataclasses import dataclass, field
 from importlib.util import find_spec
 from typing import Any
 
-from marl.algorithms import NETWORKS
-from marl.algorithms.settings import NetworkSettings
+from marl.algorithms.settings import NETWORKS, NetworkSettings
 from marl.experiment.lifecycle import STOP_TIMEOUT_S
-from marl.export import FORMATS as EXPORT_FORMATS
 
-__all__ = ["ExperimentConfig", "ModelConfig", "algorithm_label", "check_types", "config_from_dict"]
+__all__ = [
+    "ExperimentConfig",
+    "LeagueConfig",
+    "ModelConfig",
+    "algorithm_label",
+    "check_types",
+    "config_from_dict",
+]
 
 LOGGERS = ("csv", "wandb", "tensorboard")
 COLLECTORS = ("inline", "sync", "async")
@@ -245,6 +251,8 @@ class ExperimentConfig:
         )
         if isinstance(self.export, str):
             self.export = [self.export]
+        if self.export:  # marl.export imports torch: only when a format is asked for
+            from marl.export import FORMATS as EXPORT_FORMATS
         for fmt in self.export:
             if fmt not in EXPORT_FORMATS:
                 raise ValueError(
@@ -399,3 +407,51 @@ def algorithm_label(algorithm: Any) -> str:
     if isinstance(algorithm, Mapping):
         return "_".join(f"{g}-{algorithm_label(a)}" for g, a in sorted(algorithm.items()))
     return str(getattr(algorithm, "name", algorithm))
+
+
+@dataclass
+class LeagueConfig:
+    """How ``marl-league`` trains, checkpoints and rates a league (the ``league`` node).
+
+    Examples:
+        >>> LeagueConfig().strategy, LeagueConfig(total_frames=4000).total_frames
+        ('uniform', 4000)
+    """
+
+    frames_per_batch: int = 500
+    """Frames per batch; each batch: one side for the learner, one opponent."""
+    total_frames: int = 20_000
+    """Stop once this many frames were collected."""
+    snapshot_interval: int = 5000
+    """Frames between snapshots joining the pool."""
+    strategy: str = "uniform"
+    """How opponents are drawn: latest, uniform or prioritized."""
+    pool_size: int | None = None
+    """Keep at most this many snapshots for training (null: all); all are rated."""
+    opponent_exploration: bool = True
+    """Opponents act as the learner did when snapshotted (false: deterministically)."""
+    reset_each_batch: bool = True
+    """Every batch starts new games (frames_per_batch must hold whole games)."""
+    sides: list[str] | None = None
+    """The two sides as group names (null: the env's two groups, or its one group split)."""
+    num_envs: int | None = None
+    """Vectorized envs for training (null: the task's default; VMAS needs a number)."""
+    rating_games: int = 10
+    """Games per pairing and seat assignment when rating the snapshots at the end."""
+    checkpoint_interval: int = 5000
+    """Frames between checkpoints (0: only at the end)."""
+    keep_checkpoints: int = 3
+    """How many numbered checkpoints to keep."""
+    checkpoint_buffers: bool = False
+    """Also save replay buffers (a resumed off-policy learner then continues exactly)."""
+    loggers: list[str] = field(default_factory=lambda: ["csv"])
+    """csv, tensorboard, wandb."""
+    num_threads: int = 1
+    """torch threads."""
+    progress: bool = True
+    """Log a line per batch."""
+    restore_file: str | None = None
+    """A checkpoint to continue (marl-league --resume RUN_FOLDER sets it)."""
+    stop_timeout_s: float | None = STOP_TIMEOUT_S
+    """After SIGINT or SIGTERM, seconds to wait for the current game batch and update to end
+    and write a final checkpoint before stopping at once without one (``None``: no bound)."""

@@ -38,6 +38,7 @@ from torch import nn
 
 from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm
 from marl.algorithms.updates import GradientSync
+from marl.experiment.argv import follower_args, launch_rank
 from marl.experiment.peers import PeerMonitor, peers_checked
 
 __all__ = [
@@ -56,28 +57,6 @@ RANK_SEED_STRIDE = 1000
 
 SPLIT_FIELDS = ("minibatch_size", "batch_size")
 """Algorithm settings that are global: each rank takes ``value // world_size`` of them."""
-
-
-def launch_rank() -> int | None:
-    """This process's rank when ``torchrun`` launched several (``WORLD_SIZE > 1``), else ``None``."""
-    if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
-        return None
-    return int(os.environ["RANK"])
-
-
-def follower_args(args: list[str], rank: int) -> tuple[list[str], str]:
-    """``marl-run``'s overrides for a rank > 0, and the scratch folder they name.
-
-    Hydra writes ``.hydra/`` and its log into its run dir before marl's code runs: a
-    rank > 0 gets a fresh scratch folder (deleted when it ends) as ``hydra.run.dir``
-    and ``hydra.output_subdir=null``, so that it writes nothing into the run folder.
-    """
-    import tempfile
-
-    scratch = tempfile.mkdtemp(prefix=f"marl-rank{rank}-")
-    keys = ("hydra.run.dir=", "hydra.output_subdir=")
-    kept = [a for a in args if not a.lstrip("+~").startswith(keys)]
-    return [*kept, f"hydra.run.dir={scratch}", "hydra.output_subdir=null"], scratch
 
 
 def check_world_size(state: Mapping[str, Any], world_size: int) -> None:

@@ -25,8 +25,7 @@ from typing import Any
 from omegaconf import MISSING
 
 from marl.experiment._conf import TaskSchema
-from marl.experiment.config import ModelConfig
-from marl.experiment.league_run import LeagueConfig
+from marl.experiment.config import LeagueConfig, ModelConfig
 
 __all__ = ["LeagueSchema", "compose_league_config", "main"]
 
@@ -95,7 +94,6 @@ def main() -> None:
     from omegaconf import DictConfig, OmegaConf
 
     from marl.experiment.cli import CONF_DIR, help_text
-    from marl.experiment.league_run import run_league
 
     _prepare()
     text = help_text("league", args)
@@ -110,6 +108,8 @@ def main() -> None:
 
     @hydra.main(config_path=str(CONF_DIR), config_name="league", version_base="1.3")
     def _main(cfg: DictConfig) -> None:
+        from marl.experiment.league_run import run_league  # torch: not for --help
+
         data = OmegaConf.to_container(cfg, resolve=True)
         restore = data["league"].get("restore_file")
         if restore:

@@ -24,7 +24,6 @@ import random
 import signal
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +38,7 @@ from marl.experiment.checkpoint import (
     rng_state,
     set_rng_state,
 )
-from marl.experiment.config import ModelConfig
+from marl.experiment.config import LeagueConfig, ModelConfig
 from marl.experiment.lifecycle import (
     STOP_TIMEOUT_S,
     InterruptGuard,
@@ -67,54 +66,6 @@ CHANGEABLE_ON_RESUME = (
     "stop_timeout_s",
 )
 """The ``league`` settings a resumed run may change: they do not change what was learned."""
-
-
-@dataclass
-class LeagueConfig:
-    """How ``marl-league`` trains, checkpoints and rates a league (the ``league`` node).
-
-    Examples:
-        >>> LeagueConfig().strategy, LeagueConfig(total_frames=4000).total_frames
-        ('uniform', 4000)
-    """
-
-    frames_per_batch: int = 500
-    """Frames per batch; each batch: one side for the learner, one opponent."""
-    total_frames: int = 20_000
-    """Stop once this many frames were collected."""
-    snapshot_interval: int = 5000
-    """Frames between snapshots joining the pool."""
-    strategy: str = "uniform"
-    """How opponents are drawn: latest, uniform or prioritized."""
-    pool_size: int | None = None
-    """Keep at most this many snapshots for training (null: all); all are rated."""
-    opponent_exploration: bool = True
-    """Opponents act as the learner did when snapshotted (false: deterministically)."""
-    reset_each_batch: bool = True
-    """Every batch starts new games (frames_per_batch must hold whole games)."""
-    sides: list[str] | None = None
-    """The two sides as group names (null: the env's two groups, or its one group split)."""
-    num_envs: int | None = None
-    """Vectorized envs for training (null: the task's default; VMAS needs a number)."""
-    rating_games: int = 10
-    """Games per pairing and seat assignment when rating the snapshots at the end."""
-    checkpoint_interval: int = 5000
-    """Frames between checkpoints (0: only at the end)."""
-    keep_checkpoints: int = 3
-    """How many numbered checkpoints to keep."""
-    checkpoint_buffers: bool = False
-    """Also save replay buffers (a resumed off-policy learner then continues exactly)."""
-    loggers: list[str] = field(default_factory=lambda: ["csv"])
-    """csv, tensorboard, wandb."""
-    num_threads: int = 1
-    """torch threads."""
-    progress: bool = True
-    """Log a line per batch."""
-    restore_file: str | None = None
-    """A checkpoint to continue (marl-league --resume RUN_FOLDER sets it)."""
-    stop_timeout_s: float | None = STOP_TIMEOUT_S
-    """After SIGINT or SIGTERM, seconds to wait for the current game batch and update to end
-    and write a final checkpoint before stopping at once without one (``None``: no bound)."""
 
 
 def load_league_checkpoint(

@@ -7,8 +7,6 @@ entries.
 
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -26,55 +24,12 @@ from marl.envs.libs._spaces import (
     stack_agent_specs,
     to_numpy_action,
 )
+from marl.envs.libs.pettingzoo_tasks import find_task
 from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
 from marl.specs import Composite, NestedKey, OneHot, TensorSpec, Unbounded
 
 __all__ = ["PettingZooEnv"]
-
-# Where task names are looked up, in order: MPE moved to ``mpe2``.
-_FAMILIES = {
-    "mpe": "mpe2",
-    "sisl": "pettingzoo.sisl",
-    "classic": "pettingzoo.classic",
-    "butterfly": "pettingzoo.butterfly",
-}
-
-
-def find_task(task: str) -> Any:
-    """The module of a task such as ``"simple_spread_v3"`` or ``"sisl/multiwalker_v9"``."""
-    family, _, name = task.rpartition("/")
-    if family and family not in _FAMILIES:
-        raise ValueError(
-            f"unknown PettingZoo family {family!r} in {task!r}; expected one of {sorted(_FAMILIES)}"
-        )
-    families = [_FAMILIES[family]] if family else list(_FAMILIES.values())
-    known: list[str] = []
-    for package in families:
-        try:
-            pkg = importlib.import_module(package)
-        except ImportError:
-            continue
-        try:
-            module = importlib.import_module(f"{package}.{name}")
-            if hasattr(module, "env") or hasattr(module, "parallel_env"):
-                return module
-        except ImportError as err:
-            if err.name not in (f"{package}.{name}", package):
-                raise ImportError(
-                    f"PettingZoo task {task!r} needs a missing package ({err.name}); "
-                    'pip install "marl[pettingzoo]"'
-                ) from err
-        known.extend(
-            m.name
-            for m in pkgutil.iter_modules(getattr(pkg, "__path__", []))
-            if "_v" in m.name and m.name.rsplit("_v", 1)[1].isdigit()
-        )
-    import difflib
-
-    close = difflib.get_close_matches(name, known, n=5)
-    hint = f"closest names: {close}" if close else f"available: {sorted(known)}"
-    raise ValueError(f"unknown PettingZoo task {task!r} (searched {families}); {hint}")
 
 
 class PettingZooEnv(HostStepsEnv):
