@@ -242,8 +242,11 @@ def _parsed_task_file(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
     and size are part of the key): listing the installed tasks reads every file twice."""
     import yaml
 
+    # libyaml's loader when PyYAML has it: the same data, ten times faster than the pure
+    # Python one (every catalogue file is read to list the installed tasks)
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     with open(path, encoding="utf-8") as f:
-        config = yaml.safe_load(f)
+        config = yaml.load(f, Loader=loader)
     _validate_task_config(config, path)
     if config.get("env") is None:
         config["env"] = {}
