@@ -19,6 +19,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from marl._lazy import lazy_exports
+from marl.algorithms import configs
+from marl.algorithms.configs import *  # noqa: F403  (torch-free: the config classes, eagerly)
 
 # the re-exports, imported on first access (marl._lazy): the config classes and the
 # registry import no torch, so the command line reads them without loading the builders
@@ -27,27 +29,6 @@ if TYPE_CHECKING:
     from marl.algorithms._recurrent import RECURRENT_NETWORKS, is_recurrent
     from marl.algorithms.base import Algorithm
     from marl.algorithms.checks import AlgorithmContractError, check_algorithm, check_learner
-    from marl.algorithms.configs import (
-        A2CConfig,
-        DDPGConfig,
-        DQNConfig,
-        HAPPOConfig,
-        IDDPGConfig,
-        IPPOConfig,
-        IQLConfig,
-        ISACConfig,
-        MADDPGConfig,
-        MAPPOConfig,
-        MASACConfig,
-        MATConfig,
-        PPOConfig,
-        PQNConfig,
-        PQNVDNConfig,
-        QMIXConfig,
-        SACConfig,
-        TD3Config,
-        VDNConfig,
-    )
     from marl.algorithms.evaluation import EvalEpisodes, Evaluator, evaluate, evaluate_episodes
     from marl.algorithms.learner import GroupLearner
     from marl.algorithms.registry import (
@@ -67,35 +48,16 @@ __all__ = [
     "NETWORKS",
     "RECURRENT_NETWORKS",
     "ROOT",
-    "A2CConfig",
     "Algorithm",
     "AlgorithmContractError",
     "AlgorithmSpec",
-    "DDPGConfig",
-    "DQNConfig",
     "EvalEpisodes",
     "Evaluator",
     "GroupInfo",
     "GroupLearner",
-    "HAPPOConfig",
-    "IDDPGConfig",
-    "IPPOConfig",
-    "IQLConfig",
-    "ISACConfig",
-    "MADDPGConfig",
-    "MAPPOConfig",
-    "MASACConfig",
-    "MATConfig",
-    "PPOConfig",
-    "PQNConfig",
-    "PQNVDNConfig",
-    "QMIXConfig",
-    "SACConfig",
-    "TD3Config",
     "Trainer",
     "TrainerCallback",
     "TrainingRun",
-    "VDNConfig",
     "algorithm_configs",
     "check_algorithm",
     "check_learner",
@@ -110,6 +72,7 @@ __all__ = [
     "network_refusal",
     "network_table",
     "register_algorithm",
+    *configs.__all__,
 ]
 
 __getattr__, __dir__ = lazy_exports(__name__, __file__, __all__)

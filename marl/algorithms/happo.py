@@ -88,6 +88,9 @@ def happo_actor_loss_terms(
         >>> out, total = happo_actor_loss_terms(learner.loss, data, 1, torch.ones(data.numel()))
         >>> total.requires_grad, sorted(k for k in out.keys() if k.startswith("loss_"))
         (True, ['loss_objective'])
+        >>> out, total = happo_critic_loss_terms(learner.loss, data)
+        >>> total is out["loss_critic"]
+        True
     """
     out = loss.actor_terms(minibatch, agent, factor)
     return out, sum_loss_terms(out)
@@ -97,20 +100,8 @@ def happo_critic_loss_terms(
     loss: HAPPOLoss, minibatch: TensorDictBase
 ) -> tuple[TensorDictBase, torch.Tensor | None]:
     """One critic step's terms: :meth:`HAPPOLoss.critic_terms` and the sum of its
-    ``loss_*`` terms; compiled with ``compile=True`` as :func:`happo_actor_loss_terms` is.
-
-    Examples:
-        >>> import torch
-        >>> from marl.algorithms import Algorithm
-        >>> from marl.testing import MultiAgentFakeEnv
-        >>> algo = Algorithm("happo").build(MultiAgentFakeEnv(num_envs=2, seed=0), seed=0)
-        >>> learner = algo.learners["picker"]
-        >>> with torch.no_grad():
-        ...     td = MultiAgentFakeEnv(num_envs=2, seed=0).rollout(3, algo.policy)
-        >>> data = learner.updater.prepare(algo.process_batch(td))
-        >>> out, total = happo_critic_loss_terms(learner.loss, data)
-        >>> total is out["loss_critic"]
-        True
+    ``loss_*`` terms; compiled with ``compile=True`` as :func:`happo_actor_loss_terms` is
+    (whose example calls both).
     """
     out = loss.critic_terms(minibatch)
     return out, sum_loss_terms(out)

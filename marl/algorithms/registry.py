@@ -22,27 +22,7 @@ from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from marl.algorithms.configs import (
-    A2CConfig,
-    DDPGConfig,
-    DQNConfig,
-    HAPPOConfig,
-    IDDPGConfig,
-    IPPOConfig,
-    IQLConfig,
-    ISACConfig,
-    MADDPGConfig,
-    MAPPOConfig,
-    MASACConfig,
-    MATConfig,
-    PPOConfig,
-    PQNConfig,
-    PQNVDNConfig,
-    QMIXConfig,
-    SACConfig,
-    TD3Config,
-    VDNConfig,
-)
+from marl.algorithms import configs as builtin
 from marl.algorithms.settings import NETWORKS
 
 if TYPE_CHECKING:
@@ -60,25 +40,25 @@ __all__ = [
 
 BUILTIN_CONFIGS: Mapping[str, type] = MappingProxyType(
     {
-        "a2c": A2CConfig,
-        "ddpg": DDPGConfig,
-        "dqn": DQNConfig,
-        "happo": HAPPOConfig,
-        "iddpg": IDDPGConfig,
-        "ippo": IPPOConfig,
-        "iql": IQLConfig,
-        "isac": ISACConfig,
-        "maddpg": MADDPGConfig,
-        "mappo": MAPPOConfig,
-        "masac": MASACConfig,
-        "mat": MATConfig,
-        "ppo": PPOConfig,
-        "pqn": PQNConfig,
-        "pqn_vdn": PQNVDNConfig,
-        "qmix": QMIXConfig,
-        "sac": SACConfig,
-        "td3": TD3Config,
-        "vdn": VDNConfig,
+        "a2c": builtin.A2CConfig,
+        "ddpg": builtin.DDPGConfig,
+        "dqn": builtin.DQNConfig,
+        "happo": builtin.HAPPOConfig,
+        "iddpg": builtin.IDDPGConfig,
+        "ippo": builtin.IPPOConfig,
+        "iql": builtin.IQLConfig,
+        "isac": builtin.ISACConfig,
+        "maddpg": builtin.MADDPGConfig,
+        "mappo": builtin.MAPPOConfig,
+        "masac": builtin.MASACConfig,
+        "mat": builtin.MATConfig,
+        "ppo": builtin.PPOConfig,
+        "pqn": builtin.PQNConfig,
+        "pqn_vdn": builtin.PQNVDNConfig,
+        "qmix": builtin.QMIXConfig,
+        "sac": builtin.SACConfig,
+        "td3": builtin.TD3Config,
+        "vdn": builtin.VDNConfig,
     }
 )
 """``{name: config class}`` of the built-in algorithms; ``marl.algorithms.<name>`` holds

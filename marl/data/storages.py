@@ -29,7 +29,7 @@ from tensordict import TensorDict, TensorDictBase
 
 from marl import _C
 
-__all__ = ["MemmapStorage", "Storage", "TensorStorage"]
+__all__ = ["MemmapStorage", "Stateful", "Storage", "TensorStorage"]
 
 Index = int | slice | torch.Tensor
 
@@ -55,7 +55,24 @@ def _end_of(index: Index) -> int:
     return int(index.max()) + 1 if index.numel() else 0
 
 
-class Storage(abc.ABC):
+class Stateful(abc.ABC):
+    """What a replay buffer's storage and writer share: they can be emptied, and saved
+    and restored (the buffer's ``state_dict`` holds theirs)."""
+
+    @abc.abstractmethod
+    def empty(self) -> None:
+        """Forgets what was written: the items (a storage) or the bookkeeping (a writer)."""
+
+    @abc.abstractmethod
+    def state_dict(self) -> dict[str, Any]:
+        """A copy of the state: a storage's valid items and bookkeeping, a writer's own."""
+
+    @abc.abstractmethod
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Restores :meth:`state_dict` output."""
+
+
+class Storage(Stateful):
     """Base class of storages.
 
     Args:
@@ -80,18 +97,6 @@ class Storage(abc.ABC):
     @abc.abstractmethod
     def get(self, index: Index) -> Any:
         """Reads the items at ``index``."""
-
-    @abc.abstractmethod
-    def empty(self) -> None:
-        """Forgets every item."""
-
-    @abc.abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """A copy of the valid items and the bookkeeping."""
-
-    @abc.abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores :meth:`state_dict` output."""
 
     def dumps(self, path: str | os.PathLike) -> None:
         """Saves the storage in the folder ``path`` (created if needed)."""

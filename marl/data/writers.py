@@ -8,7 +8,7 @@ from typing import Any
 import torch
 from tensordict import TensorDictBase
 
-from marl.data.storages import Storage
+from marl.data.storages import Stateful, Storage
 
 __all__ = ["MaxValueWriter", "RoundRobinWriter", "Writer"]
 
@@ -32,7 +32,7 @@ def _take(data: Any, index: Any) -> Any:
     return [data[i] for i in index.tolist()]
 
 
-class Writer(abc.ABC):
+class Writer(Stateful):
     """Base class of writers. The replay buffer registers its storage on it."""
 
     def __init__(self) -> None:
@@ -58,18 +58,6 @@ class Writer(abc.ABC):
     @abc.abstractmethod
     def extend(self, data: Any) -> torch.Tensor:
         """Writes a batch; returns one slot per item (-1 where not kept)."""
-
-    @abc.abstractmethod
-    def empty(self) -> None:
-        """Resets the writer's bookkeeping."""
-
-    @abc.abstractmethod
-    def state_dict(self) -> dict[str, Any]:
-        """The writer's state."""
-
-    @abc.abstractmethod
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Restores :meth:`state_dict` output."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
