@@ -201,8 +201,8 @@ def group_infos(env: EnvBase, device: torch.device | str | None = None) -> dict[
             groups=groups,
             has_agent_mask=name is not None
             and _nested((*prefix, "mask")) in obs_spec.keys(include_nested=True),
-            # PettingZoo's AEC wrapper (through transforms, which forward attributes)
-            turn_based=name is not None and getattr(env, "parallel", True) is False,
+            # declared by the env (PettingZoo's AEC games), through transforms and batches
+            turn_based=name is not None and bool(env.turn_based),
         )
         infos[info.label] = info
     return infos

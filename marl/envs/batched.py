@@ -204,6 +204,8 @@ class _BatchedEnv(EnvBase):
         )
         n = self.num_workers
         self.episode_metrics = meta.episode_metrics  # the copies report the same outcomes
+        # a batch of turn-based games is still played one move per step in each copy
+        self.turn_based = meta.turn_based
         self.observation_spec = meta.observation_spec.expand(n, *meta.observation_spec.shape)
         self.action_spec = meta.action_spec.expand(n, *meta.action_spec.shape)
         self.reward_spec = meta.reward_spec.expand(n, *meta.reward_spec.shape)

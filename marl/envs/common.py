@@ -185,12 +185,19 @@ class EnvBase:
             ``train/<name>``, evaluation as ``eval/<name>``, and ``results.json``
             holds it per episode, so ``marl-report`` can rank by it (``metric=<name>``).
             Empty by default.
+        turn_based: ``True`` declares that one ``step`` plays one agent's move
+            (PettingZoo's AEC games): the agents not moving are masked out by their
+            group's ``"mask"``, and the rewards of a move can go to every agent. Off-policy
+            learners then relink each agent's transitions from one of its turns to its
+            next one. Batched envs and transforms report their base env's. ``False`` by
+            default.
     """
 
     check_actions: bool = False
     partial_resets_on_device: bool = False
     complete_done_flags: bool = False
     episode_metrics: Mapping[str, NestedKey] = MappingProxyType({})
+    turn_based: bool = False
 
     def __init__(
         self,

@@ -371,6 +371,11 @@ class TransformedEnv(EnvBase):
         """The base env's (transforms keep its root entries)."""
         return self.base_env.episode_metrics
 
+    @property
+    def turn_based(self) -> bool:  # type: ignore[override]
+        """The base env's (a class attribute of EnvBase, so not reached by __getattr__)."""
+        return self.base_env.turn_based
+
     def __getattr__(self, name: str) -> Any:
         # Reached only for attributes TransformedEnv lacks: forward to the base
         # env, so wrapper-specific helpers (render, scenario, ...) stay usable.

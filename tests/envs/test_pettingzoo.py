@@ -132,6 +132,24 @@ def test_aec_mask_alternates_and_observations_refresh():
     assert board[:, 0].tolist() == [1, 2, 3, 4]
 
 
+def test_turn_based_is_declared_through_transforms_and_batches():
+    """AEC games declare ``turn_based`` (what off-policy learners relink turns on), and
+    a batch of them keeps it: ``marl-run`` always trains on a ``SerialEnv``."""
+    pytest.importorskip("pettingzoo.classic")
+    from marl.envs import ParallelEnv as ParallelBatch
+    from marl.envs import SerialEnv
+
+    def aec():
+        return PettingZooEnv("tictactoe_v3", parallel=False)
+
+    assert aec().turn_based and not PettingZooEnv(env=_LeavingEnv()).turn_based
+    serial = SerialEnv(2, aec)
+    assert serial.turn_based and TransformedEnv(serial, RewardSum()).turn_based
+    with ParallelBatch(1, aec) as parallel:
+        assert TransformedEnv(parallel, RewardSum()).turn_based
+    assert not SerialEnv(1, PettingZooEnv, {"env": _LeavingEnv()}).turn_based
+
+
 class _LeavingEnv(ParallelEnv):
     """A parallel env whose agents end at different steps."""
 

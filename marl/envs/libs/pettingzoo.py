@@ -147,6 +147,7 @@ class PettingZooEnv(HostStepsEnv):
         super().__init__(batch_size=(), device=device, group_map=GroupMap.build(group_map, agents))
         self.agent_names = agents
         self.use_mask = use_mask or not self.parallel
+        self.turn_based = not self.parallel
         self.return_state = return_state
         self.done_on_any = done_on_any
         self._host_options(
