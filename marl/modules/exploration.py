@@ -125,7 +125,15 @@ class EGreedy(_Annealed):
         if n is None:
             raise ValueError("EGreedy needs n_actions (or an action spec with .n) when no mask")
         index_shape = action.shape[:-1] if self.one_hot else action.shape
-        squeeze = not self.one_hot and action.ndim > 0 and action.shape[-1] == 1 and n != 1
+        # a trailing 1 is an index action's own dim ([..., 1]) unless the mask, one row of
+        # n per action, says it is a batch dim (a group of one agent: [*B, 1])
+        squeeze = (
+            not self.one_hot
+            and action.ndim > 0
+            and action.shape[-1] == 1
+            and n != 1
+            and (mask is None or mask.shape[:-1] != action.shape)
+        )
         if squeeze:
             index_shape = action.shape[:-1]
         # uniform over legal actions: argmax of uniform noise with illegal entries at -1

@@ -161,6 +161,27 @@ def test_egreedy_one_hot_and_trailing_dim():
         EGreedy(action_mask_key=None)(TensorDict(action=torch.zeros(2).long(), batch_size=[2]))
 
 
+def test_egreedy_group_of_one_agent_with_masks():
+    """A group of one agent (``group_map=one_per_agent``) has ``[B, 1]`` index actions
+    and ``[B, 1, n]`` masks: its trailing 1 is the agent dim, not the action's own."""
+    B, A = 300, 9
+    mask = torch.zeros(B, 1, A, dtype=torch.bool)
+    mask[:, 0, 2] = mask[:, 0, 7] = True
+    eg = EGreedy(
+        n_actions=A, eps_init=1.0, action_key=("p", "action"), action_mask_key=("p", "action_mask")
+    )
+    td = TensorDict({"p": {"action": torch.zeros(B, 1, dtype=torch.long)}}, batch_size=[B])
+    td["p", "action_mask"] = mask
+    a = eg(td)["p", "action"]
+    assert a.shape == (B, 1) and set(a.unique().tolist()) == {2, 7}
+    # an index action with its own trailing dim ([B, 1]) and a [B, n] mask, as before
+    td = TensorDict(
+        action=torch.zeros(B, 1, dtype=torch.long), action_mask=mask[:, 0], batch_size=[B]
+    )
+    a = EGreedy(n_actions=A, eps_init=1.0)(td)["action"]
+    assert a.shape == (B, 1) and set(a.unique().tolist()) == {2, 7}
+
+
 def test_additive_gaussian_and_ou():
     ag = AdditiveGaussian(
         low=torch.tensor([-1.0, 0.0]), high=torch.tensor([1.0, 0.5]), sigma_init=5.0
