@@ -20,6 +20,18 @@ def test_pixel_tasks_are_shrunk_to_84x84_grey_bytes():
     assert obs.float().std() > 0  # a real picture, not a blank
 
 
+@pytest.mark.parametrize("task", ["pettingzoo/pistonball", "pettingzoo/cooperative_pong"])
+def test_pixel_observations_follow_the_game(task):
+    # PettingZoo draws these screens only when the env renders: under its default
+    # render_mode=None every frame stayed the first one (cooperative_pong's all black)
+    env = make_task(task, seed=0)
+    td = env.rollout(6)
+    group = next(iter(env.group_map))
+    frames = torch.cat([td[group, "observation"][:1], td["next", group, "observation"]])
+    assert frames.float().std() > 0
+    assert all((frames[t + 1] != frames[t]).any() for t in range(len(frames) - 1)), task
+
+
 def test_resize_is_the_area_mean_and_grey_is_the_luma():
     image = torch.randint(0, 256, (2, 3, 8, 6, 3), dtype=torch.uint8)  # [B, agents, H, W, C]
     t = ResizeImages((4, 3), grayscale=True)

@@ -1,6 +1,6 @@
 """The PettingZoo-based wrappers give the raw package's data, agent by agent.
 
-MPE, SISL, Butterfly (agents that die) and MAgent2.
+MPE, SISL, Butterfly (agents that die; the pixel tasks) and MAgent2.
 
 Same seed and same actions on both sides: the raw PettingZoo parallel env, stepped
 by hand, and marl's wrapper. Every live agent's observation and reward, and every
@@ -81,6 +81,10 @@ def test_mpe_data_is_the_packages_own(task):
         # archers and knights die (zombies reach them): agents leave one by one, and
         # the episode ends before max_cycles when the last one does
         ("butterfly", "knights_archers_zombies_v11", {"max_cycles": 300}, True),
+        # pixel tasks: the wrapper renders them by default (their frames are drawn only
+        # when the env renders), so the raw env is built with render_mode="rgb_array"
+        ("butterfly", "pistonball_v6", {"max_cycles": 12, "continuous": False}, False),
+        ("butterfly", "cooperative_pong_v6", {"max_cycles": 30}, False),
     ],
 )
 def test_sisl_and_butterfly_data_is_the_packages_own(family, task, kwargs, all_die):
@@ -89,7 +93,8 @@ def test_sisl_and_butterfly_data_is_the_packages_own(family, task, kwargs, all_d
 
     module = importlib.import_module(f"pettingzoo.{family}.{task}")
     env = PettingZooEnv(task, seed=3, **kwargs)
-    raw = module.parallel_env(**kwargs)
+    pixels = task.startswith(("pistonball", "cooperative_pong"))
+    raw = module.parallel_env(**kwargs, **({"render_mode": "rgb_array"} if pixels else {}))
     n_actions = {g: env.action_spec[g, "action"].n for g in env.group_map}
     played = _check_against_raw(env, raw, kwargs["max_cycles"] + 5, _uniform(n_actions))
     assert (played < kwargs["max_cycles"]) if all_die else (played == kwargs["max_cycles"])

@@ -31,6 +31,12 @@ from marl.specs import Composite, NestedKey, OneHot, TensorSpec, Unbounded
 
 __all__ = ["PettingZooEnv"]
 
+# Tasks whose observations are crops of a pygame screen that is drawn only when the env
+# renders: under PettingZoo's default ``render_mode=None`` every observation stays the
+# first frame (cooperative_pong's a black one), so nothing can be learnt from the pixels.
+# They are built with ``render_mode="rgb_array"`` unless one is given.
+_DRAWN_ONLY_WHEN_RENDERING = ("pistonball_v", "cooperative_pong_v")
+
 
 class PettingZooEnv(HostStepsEnv):
     """A PettingZoo env with agents stacked by group (parallel or AEC API).
@@ -120,6 +126,8 @@ class PettingZooEnv(HostStepsEnv):
         if env is None:
             module = find_task(task)
             maker = "parallel_env" if parallel else "env"
+            if module.__name__.rpartition(".")[2].startswith(_DRAWN_ONLY_WHEN_RENDERING):
+                kwargs.setdefault("render_mode", "rgb_array")
             if not hasattr(module, maker):
                 raise ValueError(
                     f"PettingZoo task {task!r} has no {maker}(); it is turn-based: "
