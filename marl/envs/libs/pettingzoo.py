@@ -24,6 +24,10 @@ from marl.envs.libs._spaces import (
     stack_agent_specs,
     to_numpy_action,
 )
+from marl.envs.libs.pettingzoo_parallel import (
+    parallel_step,
+    steps_without_discarded_observations,
+)
 from marl.envs.libs.pettingzoo_tasks import find_task
 from marl.extras import require
 from marl.groups import GroupMap, GroupMapLike
@@ -150,6 +154,8 @@ class PettingZooEnv(HostStepsEnv):
                 f"env must be a PettingZoo ParallelEnv or AECEnv, got {type(env).__name__}"
             )
         self._env = env
+        # PettingZoo's AEC-to-parallel step observes every agent twice (see parallel_step)
+        self._parallel_step = self.parallel and steps_without_discarded_observations(env)
         self.task = task
         agents = list(env.possible_agents)
         super().__init__(batch_size=(), device=device, group_map=GroupMap.build(group_map, agents))
@@ -398,7 +404,11 @@ class PettingZooEnv(HostStepsEnv):
         env = self._env
         actions = self._agent_actions(inputs)
         if self.parallel:
-            raw, rew, term, trunc, _ = env.step({a: actions[a] for a in env.agents})
+            moves = {a: actions[a] for a in env.agents}
+            if self._parallel_step:
+                raw, rew, term, trunc, _ = parallel_step(env, moves)
+            else:
+                raw, rew, term, trunc, _ = env.step(moves)
             rewards = rew
             live = set(env.agents)
         else:
