@@ -131,10 +131,12 @@ class MultiAgentCNN(nn.Module):
         channels_last: the image is stored ``[H, W, C]``.
         centralized: every agent's head sees every agent's image (a critic).
         share_params: one CNN and head for every agent.
-        conv_cells: output channels of the conv layers (3x3).
-        stride: the conv layers' stride (2 shrinks a large image's features 4x a layer).
+        conv_cells: output channels of the conv layers.
+        stride: the conv layers' stride, or one per layer (2 shrinks a large image's
+            features 4x a layer).
         padding: the conv layers' zero padding (0: unpadded; 1 keeps the image's size
             at stride 1, for images too small to lose 2 cells a side per layer).
+        kernel_size: the conv layers' kernel size, or one per layer (3: 3x3).
         num_cells: hidden widths of the head.
         activation: activation class.
         device: where to create the parameters.
@@ -161,8 +163,9 @@ class MultiAgentCNN(nn.Module):
         centralized: bool,
         share_params: bool,
         conv_cells: Sequence[int] = (32, 32),
-        stride: int = 1,
+        stride: int | Sequence[int] = 1,
         padding: int = 0,
+        kernel_size: int | Sequence[int] = 3,
         num_cells: Sequence[int] = (64, 64),
         activation: type[nn.Module] = nn.ELU,
         device: torch.device | str | None = None,
@@ -179,20 +182,25 @@ class MultiAgentCNN(nn.Module):
         self.image_scale = float(image_scale)
         self.shape = shape
         channels, h, w = (shape[2], shape[0], shape[1]) if channels_last else shape
+        kernels = _per_layer(kernel_size, len(conv_cells), "kernel_size")
+        strides = _per_layer(stride, len(conv_cells), "stride")
         out_h, out_w = h, w
-        for _ in conv_cells:  # each 3x3 conv: (size + 2 * padding - 3) // stride + 1
-            out_h = (out_h + 2 * padding - 3) // stride + 1
-            out_w = (out_w + 2 * padding - 3) // stride + 1
+        for k, s in zip(kernels, strides):  # each conv: (size + 2 * padding - k) // s + 1
+            out_h = (out_h + 2 * padding - k) // s + 1
+            out_w = (out_w + 2 * padding - k) // s + 1
         if min(out_h, out_w) < 1:
-            raise ValueError(f"a {h}x{w} image is too small for {len(conv_cells)} 3x3 convs")
+            raise ValueError(
+                f"a {h}x{w} image is too small for {len(conv_cells)} convs (kernel sizes "
+                f"{kernels}, strides {strides}, padding {padding})"
+            )
         self.conv = MultiAgentConvNet(
             n_agents,
             channels,
             centralized=centralized,
             share_params=share_params,
             num_cells=list(conv_cells),
-            kernel_sizes=3,
-            strides=stride,
+            kernel_sizes=kernels,
+            strides=strides,
             activation=activation,
             paddings=padding,
         ).to(device)

@@ -321,6 +321,45 @@ def test_cnn_on_a_single_agent_image_and_its_refusals():
 
 
 @pytest.mark.parametrize(
+    "image,kernels,strides,features",
+    [
+        # 84x84 pixel frames: the 2013 Atari DQN's two conv layers (2,592 features, not
+        # the 6,400 of two 3x3 stride-2 layers, at a sixth of the cost per frame)
+        ((84, 84, 1), (8, 4), (4, 2), 32 * 9 * 9),
+        ((88, 88, 3), (8, 4), (4, 2), 32 * 9 * 9),  # Melting Pot's frames
+        ((42, 42, 1), (3, 3), (2, 2), 16 * 9 * 9),
+        ((10, 10, 5), (3, 3), (1, 1), 16 * 6 * 6),  # MAgent2's views
+    ],
+)
+def test_the_cnn_layers_follow_the_image_size(image, kernels, strides, features):
+    from tensordict import TensorDict
+
+    from marl.algorithms import GroupInfo
+    from marl.algorithms._policies import stochastic_actor
+    from marl.specs import Categorical, Unbounded
+
+    info = GroupInfo(
+        name="team",
+        n_agents=2,
+        batch_dims=1,
+        observation_spec=Unbounded((B, 2, *image)),
+        action_spec=Categorical(3, (B, 2)),
+        action_space="discrete",
+        has_action_mask=False,
+        done_prefix=(),
+        device=torch.device("cpu"),
+    )
+    actor = stochastic_actor(info, [16], "relu", network="cnn")
+    convs = [m for m in actor.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert [c.kernel_size[0] for c in convs] == list(kernels)
+    assert [c.stride[0] for c in convs] == list(strides)
+    heads = [m for m in actor.modules() if isinstance(m, torch.nn.Linear)]
+    assert heads[0].in_features == features
+    td = TensorDict({"team": {"observation": torch.rand(B, 2, *image)}}, batch_size=[B])
+    assert actor(td)["team", "action"].shape == (B, 2)
+
+
+@pytest.mark.parametrize(
     "config,message",
     [
         ({"network": "gnn", "gnn_radius": 0.0}, r"gnn_radius must be > 0"),

@@ -145,7 +145,9 @@ def test_cnn_reads_its_image_where_the_input_has_it(channels_last, n, centralize
 
 
 def test_cnn_refuses_an_image_too_small_for_its_convs():
-    with pytest.raises(ValueError, match="a 4x4 image is too small for 2 3x3 convs"):
+    with pytest.raises(
+        ValueError, match=r"a 4x4 image is too small for 2 convs \(kernel sizes \[3, 3\]"
+    ):
         MultiAgentCNN(
             48,
             2,
