@@ -156,6 +156,12 @@ class ExperimentConfig:
     ``evaluation_episodes`` envs on VMAS, over at most 8 elsewhere, each env running its
     fixed share (10 over 8 envs: 2 on two envs, 1 on the others), so short episodes are
     not favoured. The absolute metric re-evaluates the best policy on 10 times as many."""
+    evaluation_max_steps: int | None = None
+    """Cut every evaluation episode (the absolute metric's too) after this many steps,
+    counting it truncated there (``None``: episodes run to their own end). A smoke run
+    (``experiment=debug``) caps them so that an untrained policy on a task of long
+    episodes (cooperative_pong's 900 steps, pistonball's 125 pixel steps) does not spend
+    the run evaluating; the returns are then those of the episodes' first steps."""
     evaluation_deterministic: bool = True
     """Evaluate the mode of the policy (no exploration noise)."""
     render: bool = True
@@ -232,6 +238,11 @@ class ExperimentConfig:
         need(self.num_envs is None or self.num_envs >= 1, "num_envs", "None or an integer >= 1")
         need(self.evaluation_interval >= 1, "evaluation_interval", "an integer >= 1")
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")
+        need(
+            self.evaluation_max_steps is None or self.evaluation_max_steps >= 1,
+            "evaluation_max_steps",
+            "None or an integer >= 1",
+        )
         need(self.checkpoint_interval >= 0, "checkpoint_interval", "an integer >= 0")
         need(self.keep_checkpoints >= 1, "keep_checkpoints", "an integer >= 1")
         for name in ("stop_timeout_s", "collector_timeout", "peer_timeout_s"):  # seconds

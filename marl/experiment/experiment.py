@@ -62,6 +62,7 @@ from marl.experiment.parts import (
     evaluation_num_envs,
     export_run,
     make_collector,
+    make_evaluation_env,
     make_task_env,
     seed_everything,
     task_evaluator,
@@ -426,10 +427,9 @@ class Experiment:
         self._envs.append(env)
         eval_env = None
         if evaluate:
-            eval_envs = evaluation_num_envs(
-                self.task_name, c.evaluation_episodes, catalogue=isinstance(self.task, str)
+            eval_env = make_evaluation_env(
+                self.make_env, self.task_name, c, isinstance(self.task, str), self.seed + 1
             )
-            eval_env = self.make_env(eval_envs, self.seed + 1)
             self._envs.append(eval_env)
         sync = dp.sync if dp is not None else None
         self.algorithm.build(

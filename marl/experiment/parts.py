@@ -23,7 +23,7 @@ from marl.algorithms import Algorithm, AlgorithmSpec, Evaluator, get_algorithm, 
 from marl.algorithms.settings import ReplaySettings
 from marl.algorithms.spec import AlgorithmConfig
 from marl.collectors import Collector, MultiAsyncCollector, MultiSyncCollector
-from marl.envs import RewardSum, TransformedEnv, make_task
+from marl.envs import RewardSum, StepCounter, TransformedEnv, make_task
 from marl.envs.common import EnvBase
 from marl.envs.families import batched_family
 from marl.envs.tasks import load_task_config
@@ -38,6 +38,7 @@ __all__ = [
     "evaluation_num_envs",
     "export_run",
     "make_collector",
+    "make_evaluation_env",
     "make_task_env",
     "seed_everything",
     "task_evaluator",
@@ -103,6 +104,34 @@ def task_evaluator(
             f"env cannot be evaluated that way: {err}"
         ) from err
     return evaluator
+
+
+def make_evaluation_env(
+    make_env: Callable[[int, int], EnvBase],
+    task_name: str,
+    config: ExperimentConfig,
+    catalogue: bool,
+    seed: int,
+) -> EnvBase:
+    """A run's evaluation env: ``make_env(num_envs, seed)`` with
+    :func:`evaluation_num_envs` envs, its episodes cut after
+    ``config.evaluation_max_steps`` steps where that is set (counted truncated there).
+
+    The cut counts steps under its own key, ``"evaluation_step_count"``: a task may count
+    its own (a ``step_counter`` transform).
+
+    Examples:
+        >>> from marl.testing import MultiAgentFakeEnv
+        >>> make = lambda n, seed: MultiAgentFakeEnv(num_envs=n, seed=seed, p_terminate=0.0)
+        >>> config = ExperimentConfig(evaluation_episodes=2, evaluation_max_steps=3)
+        >>> env = make_evaluation_env(make, "fake", config, catalogue=True, seed=1)
+        >>> env.rollout(10, break_when_any_done=False)["next", "truncated"][0, :4, 0].tolist()
+        [False, False, True, False]
+    """
+    env = make_env(evaluation_num_envs(task_name, config.evaluation_episodes, catalogue), seed)
+    if config.evaluation_max_steps is None:
+        return env
+    return TransformedEnv(env, StepCounter(config.evaluation_max_steps, "evaluation_step_count"))
 
 
 def default_num_envs(

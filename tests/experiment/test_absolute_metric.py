@@ -205,3 +205,28 @@ def test_a_resume_with_nothing_to_train_adds_no_evaluation(tmp_path, monkeypatch
         assert first is None or steps == first
         first = steps
         assert run_node(tmp_path)["absolute_metrics"]["step_count"] in steps
+
+
+@pytest.mark.parametrize("cap", [None, 3])
+def test_evaluation_max_steps_cuts_every_evaluation_episode(tmp_path, monkeypatch, cap):
+    lengths = []
+    real = trainer_module.evaluate_episodes
+
+    def recording(*args, **kwargs):
+        result = real(*args, **kwargs)
+        lengths.append(list(result.lengths))
+        return result
+
+    monkeypatch.setattr(trainer_module, "evaluate_episodes", recording)
+    monkeypatch.setattr(best_module, "evaluate_episodes", recording)
+    overrides = {"total_frames": 128, "evaluation_max_steps": cap}
+    Experiment(
+        fake_task, "mappo", task_name="fake/multiagent", config=config(tmp_path, **overrides)
+    ).run()
+    # evaluations at 0, 64 and 128 frames, then the absolute metric's 10x the episodes
+    assert [len(x) for x in lengths] == [EPISODES] * 3 + [10 * EPISODES]
+    longest = max(max(x) for x in lengths)
+    if cap is None:  # the fake env's episodes last up to 10 steps
+        assert longest > 3
+    else:
+        assert longest == cap
