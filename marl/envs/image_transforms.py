@@ -24,6 +24,8 @@ __all__ = ["ResizeImages"]
 
 # ITU-R BT.601 luma weights: the grey of an RGB pixel, as image libraries compute it
 _LUMA = (0.299, 0.587, 0.114)
+# float32 values converted at once (8 MB): see ResizeImages._resize
+_CHUNK_FLOATS = 2**21
 
 
 def _is_image(shape: Sequence[int], lead: int, dtype: torch.dtype) -> bool:
@@ -108,6 +110,16 @@ class ResizeImages(Transform):
     def _resize(self, image: torch.Tensor, lead: int) -> torch.Tensor:
         batch = image.shape[:lead]
         x = image.reshape(-1, *image.shape[lead:])  # [N, H, W, C]
+        # a few images at a time: the float copies of a whole step's frames (53 MB for 4
+        # pistonball envs) are above glibc's largest heap allocation (32 MB), so each was
+        # a fresh mmap whose pages the kernel zeroed on first touch (4,000 page faults a
+        # step, measured); chunks of at most 8 MB reuse the same heap memory
+        per_chunk = max(1, _CHUNK_FLOATS // max(1, x[0].numel()))
+        out = torch.cat([self._resize_images(c) for c in x.split(per_chunk)])
+        return out.reshape(*batch, *out.shape[1:])
+
+    def _resize_images(self, x: torch.Tensor) -> torch.Tensor:
+        """``[N, H, W, C]`` uint8 images to ``[N, *size, C']`` uint8."""
         if self.grayscale:
             # the luma as one matrix-vector product over the contiguous channels-last
             # pixels, before anything moves them: half the time of weighting and summing
@@ -121,8 +133,7 @@ class ResizeImages(Transform):
             x = x.movedim(-1, 1).float()  # [N, C, H, W]
         if tuple(x.shape[-2:]) != self.size:
             x = F.interpolate(x, size=self.size, mode="area")
-        out = x.round_().clamp_(0, 255).to(torch.uint8).movedim(1, -1)
-        return out.reshape(*batch, *out.shape[1:])
+        return x.round_().clamp_(0, 255).to(torch.uint8).movedim(1, -1)
 
     def call(self, td: TensorDictBase) -> TensorDictBase:
         for key, lead in self._keys:
