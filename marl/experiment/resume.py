@@ -57,7 +57,13 @@ log = logging.getLogger("marl.experiment")
 RUN_FILE = "run.json"
 """The file of a run folder that holds its ``run_id`` (written once, when the run starts)."""
 
-FIXED_ON_RESUME = ("num_envs", "frames_per_batch", "init_random_frames", "evaluation_deterministic")
+FIXED_ON_RESUME = (
+    "num_envs",
+    "frames_per_batch",
+    "init_random_frames",
+    "evaluation_deterministic",
+    "evaluation_max_steps",
+)
 """``experiment`` fields a resumed run keeps from its checkpoint (they shape the training
 data or the meaning of the evaluations); every other ``experiment`` field may change."""
 
@@ -353,6 +359,8 @@ def normalize_description(description: Mapping[str, Any]) -> dict[str, Any]:
     """A checkpoint's config in the current form (version 1 wrote ``algorithm_config``
     as ``{"all": {...}}`` and per-group algorithms as ``"a=x+b=y"``)."""
     out = plain(dict(description))
+    if isinstance(out.get("experiment"), dict):  # runs from before the field: whole episodes
+        out["experiment"].setdefault("evaluation_max_steps", None)
     algorithm, configs = out.get("algorithm"), out.get("algorithm_config")
     if isinstance(algorithm, str) and "=" in algorithm:  # version 1, per group
         out["algorithm"] = dict(part.split("=", 1) for part in algorithm.split("+"))
