@@ -122,7 +122,7 @@ def make_evaluation_env(
 
     Examples:
         >>> from marl.testing import MultiAgentFakeEnv
-        >>> make = lambda n, seed: MultiAgentFakeEnv(num_envs=n, seed=seed, p_terminate=0.0)
+        >>> make = lambda n, seed: MultiAgentFakeEnv(num_envs=n, seed=seed, min_steps=5)
         >>> config = ExperimentConfig(evaluation_episodes=2, evaluation_max_steps=3)
         >>> env = make_evaluation_env(make, "fake", config, catalogue=True, seed=1)
         >>> env.rollout(10, break_when_any_done=False)["next", "truncated"][0, :4, 0].tolist()
