@@ -218,7 +218,6 @@ def test_evaluation_max_steps_cuts_every_evaluation_episode(tmp_path, monkeypatc
         return result
 
     monkeypatch.setattr(trainer_module, "evaluate_episodes", recording)
-    monkeypatch.setattr(best_module, "evaluate_episodes", recording)
     overrides = {"total_frames": 128, "evaluation_max_steps": cap}
     Experiment(
         fake_task, "mappo", task_name="fake/multiagent", config=config(tmp_path, **overrides)
