@@ -155,16 +155,22 @@ def _defaults(done: torch.Tensor, terminated: torch.Tensor | None) -> torch.Tens
 
 
 def _align_steps(
-    ref: torch.Tensor,
     time_dim: int,
     done: torch.Tensor,
     terminated: torch.Tensor | None,
-    values: dict[str, torch.Tensor],
+    next_state_value: torch.Tensor,
+    reward: torch.Tensor,
+    state_value: torch.Tensor | None = None,
     extra: dict[str, torch.Tensor] | None = None,
 ) -> tuple[int, dict[str, torch.Tensor], torch.Size]:
-    # the estimators' common start: the time position (read on ``ref``) and the step's
-    # tensors with its done/terminated flags, aligned by ``_align`` (in this order)
+    # the estimators' common start: the time position (read on ``V(s_t)``, else on
+    # ``V(s_{t+1})``) and the step's tensors with its done/terminated flags, aligned by
+    # ``_align`` (in this order)
+    ref = next_state_value if state_value is None else state_value
     t = _time_pos(ref, time_dim)
+    values = {"next_state_value": next_state_value, "reward": reward}
+    if state_value is not None:
+        values = {"state_value": state_value, **values}
     terminated = _defaults(done, terminated)
     flags = {"done": _flags(done), "terminated": _flags(terminated)}
     al, shape = _align({**values, **flags, **(extra or {})}, t)
@@ -208,13 +214,7 @@ def generalized_advantage_estimate(
         >>> adv.flatten().tolist()
         [1.75, 1.5, 1.0]
     """
-    t, al, shape = _align_steps(
-        state_value,
-        time_dim,
-        done,
-        terminated,
-        {"state_value": state_value, "next_state_value": next_state_value, "reward": reward},
-    )
+    t, al, shape = _align_steps(time_dim, done, terminated, next_state_value, reward, state_value)
     v, nv = al["state_value"], al["next_state_value"]
     r = al["reward"].to(v.dtype)
     if _use_kernel(v, nv, r):
@@ -325,13 +325,7 @@ def td_lambda_return_estimate(
         >>> td_lambda_return_estimate(0.5, 1.0, nv, torch.ones(1, 3, 1), d).flatten().tolist()
         [1.75, 1.5, 1.0]
     """
-    t, al, shape = _align_steps(
-        next_state_value,
-        time_dim,
-        done,
-        terminated,
-        {"next_state_value": next_state_value, "reward": reward},
-    )
+    t, al, shape = _align_steps(time_dim, done, terminated, next_state_value, reward)
     nv = al["next_state_value"]
     r = al["reward"].to(nv.dtype)
     if _use_kernel(nv, r):
@@ -396,13 +390,9 @@ def vtrace_advantage_estimate(
         >>> vs.flatten().tolist()
         [2.0, 1.0]
     """
+    logs = {"log_pi": log_pi, "log_mu": log_mu}
     t, al, shape = _align_steps(
-        state_value,
-        time_dim,
-        done,
-        terminated,
-        {"state_value": state_value, "next_state_value": next_state_value, "reward": reward},
-        {"log_pi": log_pi, "log_mu": log_mu},
+        time_dim, done, terminated, next_state_value, reward, state_value, extra=logs
     )
     v, nv = al["state_value"], al["next_state_value"]
     ratio = (al["log_pi"] - al["log_mu"]).exp().to(v.dtype)
