@@ -8,7 +8,8 @@ import pathlib
 import pytest
 
 ROOT = pathlib.Path(__file__).resolve().parents[2] / "marl"
-ALLOWED = {"torch", "tensordict", "numpy", "marl._C", "marl.specs", "marl.groups"}
+# marl._lazy (the packages' lazy re-exports) imports nothing of marl, as checked below
+ALLOWED = {"torch", "tensordict", "numpy", "marl._C", "marl._lazy", "marl.specs", "marl.groups"}
 
 
 @pytest.mark.parametrize("package", ["modules", "objectives"])
@@ -30,3 +31,12 @@ def test_imports_respect_layers(package):
                     or name == "marl"
                 )
                 assert ok, f"{path.relative_to(ROOT.parent)} imports {name}"
+
+
+def test_the_lazy_exports_import_nothing_of_marl():
+    tree = ast.parse((ROOT / "_lazy.py").read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module:
+            assert not node.module.startswith("marl"), node.module
+        if isinstance(node, ast.Import):
+            assert not any(a.name.startswith("marl") for a in node.names)
