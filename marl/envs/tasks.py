@@ -68,8 +68,8 @@ _TASK_KEYS = ("description", "env", "evaluation", "family", "group_map", "transf
 TASK_EVALUATIONS: dict[str, str] = {
     "versus_random": (
         "the trained policy against a uniformly random legal-move player, from each seat "
-        "equally often; the headline return is the trained side's (zero-sum games whose "
-        "two players share one group, e.g. tictactoe)"
+        "equally often; the headline return is the trained side's (zero-sum games of two "
+        "seats: tictactoe's two players in one group, simple_tag's two groups)"
     ),
 }
 """The values of a task file's ``evaluation`` key, with what each means. The experiment
