@@ -13,6 +13,10 @@
 - :mod:`~marl.algorithms.updates.stacked`: :class:`StackedOnPolicy`, the on-policy
   updates of many runs (seeds) of one group as one ``vmap`` over their stacked networks,
   each run's result the same as its own update's.
+- :mod:`~marl.algorithms.updates.stacked_off_policy`: :class:`StackedOffPolicy`, the same
+  for the replay-buffer updates (each run's buffer, targets and clipping), with a
+  :class:`StackedAdam` (:mod:`~marl.algorithms.updates.stacked_adam`): Adam over stacked
+  parameters with a learning rate per run.
 
 Both updaters follow :mod:`marl.algorithms.contracts`: they get the learner's loss
 and optimizer in their constructor and store only the entries the loss reads.
@@ -38,6 +42,8 @@ from marl.algorithms.updates.off_policy import (
 from marl.algorithms.updates.on_policy import OnPolicyUpdater, shuffled_minibatches
 from marl.algorithms.updates.report import compile_report
 from marl.algorithms.updates.stacked import StackedOnPolicy
+from marl.algorithms.updates.stacked_adam import StackedAdam
+from marl.algorithms.updates.stacked_off_policy import StackedOffPolicy
 from marl.algorithms.updates.sync import GradientSync
 
 __all__ = [
@@ -47,6 +53,8 @@ __all__ = [
     "LossTerms",
     "OffPolicyUpdater",
     "OnPolicyUpdater",
+    "StackedAdam",
+    "StackedOffPolicy",
     "StackedOnPolicy",
     "UpdateStats",
     "check_update_parts",

@@ -126,6 +126,11 @@ class OffPolicyUpdater(GradientStepUpdater[Loss]):
     def utd_ratio(self) -> float:
         return self._utd_ratio
 
+    @property
+    def learning_starts(self) -> int:
+        """No update until the buffer holds this many transitions."""
+        return self._learning_starts
+
     def process(self, batch: TensorDictBase) -> TensorDictBase:
         """Turn-based envs: rebuild the group's transitions from turn to turn."""
         if self._info.turn_based and self._info.has_agent_mask:
