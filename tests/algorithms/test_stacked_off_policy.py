@@ -371,3 +371,31 @@ def test_pqn_is_covered_by_the_stacked_on_policy_update():
         assert moved > 1e-4, r
         for name, p in loss.named_parameters():
             assert (stack.params[name][r] - p).abs().max() <= 1e-6, (r, name)
+
+
+def test_stacked_adam_gives_the_stacked_on_policy_update_a_rate_per_run():
+    # what StackedOnPolicy can wire in: its optimizer replaced by the runs' Adams as one
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    settings = {"minibatch_size": 20, "epochs": 1, "max_grad_norm": 0.05}
+    rates = [1e-3, 2e-3, 3e-3]
+    runs = [Algorithm("mappo", {**settings, "lr": lr}).build(env, seed=0) for lr in rates]
+    alone = [Algorithm("mappo", {**settings, "lr": lr}).build(env, seed=0) for lr in rates]
+    torch.manual_seed(100)
+    batch = Collector(env, runs[0].policy, frames_per_batch=60).rollout()
+    label = "picker"  # a discrete policy: its loss draws no random numbers
+    updaters = [a.learners[label].updater for a in runs]
+    stack = StackedOnPolicy(updaters, [torch.Generator().manual_seed(1000) for _ in rates])
+    names = [{id(p): n for n, p in u.loss.named_parameters()} for u in updaters]
+    stack.optimizer = StackedAdam.from_runs([u.optimizer for u in updaters], names, stack.params)
+    stack.update(stack.process(torch.stack([batch.clone() for _ in rates])))
+    stack.optimizer.write_to_runs([u.optimizer for u in updaters], names)
+    for r, algo in enumerate(alone):
+        torch.manual_seed(1000)
+        algo.learners[label].updater.update(algo.process_batch(batch.clone()))
+        own = algo.learners[label]
+        for name, p in own.loss.named_parameters():
+            assert (stack.params[name][r] - p).abs().max() <= 1e-6, (r, name)
+        assert _optimizer_difference(runs[r].learners[label].optimizer, own.optimizer) <= 1e-6
+    # the runs started alike and saw the same data: only their rates part them
+    for name, p in stack.params.items():
+        assert not torch.allclose(p[0], p[1]) and not torch.allclose(p[1], p[2]), name
