@@ -37,12 +37,14 @@ def _env(kind: str):
 
 
 def _config(name: str, extra: dict, run: int, lr_scale: bool) -> dict:
-    """The run's config overrides: every rate (``lr``, ``actor_lr``...) ``5e-4 * (run + 1)``
-    when ``lr_scale``, so that the runs' optimizers differ in their rates."""
+    """The run's config overrides: with ``lr_scale``, every rate (``lr``, ``actor_lr``...)
+    ``5e-4 * (run + 1)`` and the clipping limit ``0.05 * (run + 1)``, so that the runs'
+    optimizers and clipping differ (a population's members)."""
     config = {**BASE, **extra}
     if lr_scale:
         fields = dataclasses.fields(get_algorithm(name).make_config(None))
         config.update({f.name: 5e-4 * (run + 1) for f in fields if f.name.endswith("lr")})
+        config["max_grad_norm"] = 0.05 * (run + 1)
     return config
 
 
@@ -169,7 +171,7 @@ def _optimizer_difference(mine: torch.optim.Optimizer, own: torch.optim.Optimize
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_a_stacked_update_is_each_runs_own_update(family):
-    # every run with its own rates (5e-4, 1e-3, 1.5e-3): a population's members. In
+    # every run with its own rates (5e-4, 1e-3, 1.5e-3) and clipping limit. In
     # float64 the two sides agree to ~1e-15 (the order of the sums in a batched matmul
     # is all that differs), so any difference in what a run sees or does shows
     assert _stacked_against_alone(family) <= 1e-6
@@ -399,3 +401,25 @@ def test_stacked_adam_gives_the_stacked_on_policy_update_a_rate_per_run():
     # the runs started alike and saw the same data: only their rates part them
     for name, p in stack.params.items():
         assert not torch.allclose(p[0], p[1]) and not torch.allclose(p[1], p[2]), name
+
+
+def test_copy_from_runs_reads_a_run_changed_on_its_own():
+    # a population's exploit: run 0's networks and optimizer state copied into run 2's
+    env = _env("single")
+    runs = [_build("sac", env, {}, r, r, True) for r in range(RUNS)]
+    stack = StackedOffPolicy([a.learners["root"].updater for a in runs])
+    stack.update(torch.stack(_batches(runs, env)))
+    src, dst = runs[0].learners["root"], runs[2].learners["root"]
+    dst.loss.load_state_dict(src.loss.state_dict())
+    for p, q in zip(src.loss.parameters(), dst.loss.parameters()):
+        if p in src.optimizer.state:
+            dst.optimizer.state[q] = {k: v.clone() for k, v in src.optimizer.state[p].items()}
+    stack.copy_from_runs()
+    for name, p in stack.params.items():
+        assert torch.equal(p[2], p[0]), name
+        state = stack.optimizer.state.get(p)
+        if state:
+            assert torch.equal(state["exp_avg"][2], state["exp_avg"][0]), name
+            assert state["step"][2] == state["step"][0], name
+    # run 1, left alone, keeps its own
+    assert any(not torch.equal(p[1], p[0]) for p in stack.params.values())
