@@ -8,8 +8,9 @@ be a tensor of shape ``[R]``: run ``r``'s slice steps with ``lr[r]``. Step count
 kept per run too (``[R]``), so runs whose optimizers were restored at different steps
 keep their own bias corrections.
 
-:meth:`StackedAdam.from_runs` builds one from the runs' own ``torch.optim.Adam``\\ s (their
-param groups, rates and moments), and :meth:`StackedAdam.write_to_runs` writes each
+:meth:`StackedAdam.from_runs` builds one from the runs' own ``torch.optim.Adam``
+optimizers (their param groups, rates and moments), and
+:meth:`StackedAdam.write_to_runs` writes each
 run's slice of the moments back into its own optimizer, so that each run checkpoints
 and resumes as if it had trained alone. Both are what a stacked updater needs
 (:class:`~marl.algorithms.updates.StackedOffPolicy` uses them;
