@@ -414,7 +414,9 @@ def test_copy_from_runs_reads_a_run_changed_on_its_own():
     for p, q in zip(src.loss.parameters(), dst.loss.parameters()):
         if p in src.optimizer.state:
             dst.optimizer.state[q] = {k: v.clone() for k, v in src.optimizer.state[p].items()}
+    dst.optimizer.param_groups[1]["lr"] = 0.25  # an explore: run 2's critic rate
     stack.copy_from_runs()
+    assert stack.optimizer.param_groups[1]["lr"].tolist() == pytest.approx([5e-4, 1e-3, 0.25])
     for name, p in stack.params.items():
         assert torch.equal(p[2], p[0]), name
         state = stack.optimizer.state.get(p)

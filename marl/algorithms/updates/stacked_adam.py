@@ -240,11 +240,15 @@ class StackedAdam(torch.optim.Optimizer):
     def read_runs(
         self, optimizers: Sequence[torch.optim.Optimizer], names: Sequence[Mapping[int, str]]
     ) -> None:
-        """Stack the runs' moments and step counts into this optimizer's state.
+        """Stack the runs' rates, moments and step counts into this optimizer.
 
         A run with no state for a parameter (never stepped) starts it at zero, which is
-        what its own Adam would do.
+        what its own Adam would do. Each group's rates are read from the runs' groups at
+        the same position, so a rate changed on a run's own optimizer (a population
+        member's explore) takes effect here.
         """
+        for g, group in enumerate(self.param_groups):
+            group["lr"] = self.run_rates([float(opt.param_groups[g]["lr"]) for opt in optimizers])
         owns = [
             {run_names[id(q)]: q for group in opt.param_groups for q in group["params"]}
             for opt, run_names in zip(optimizers, names)
