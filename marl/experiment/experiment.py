@@ -182,9 +182,7 @@ class Experiment:
         if "/" not in self.task_name:
             raise ValueError(f"task_name must look like 'family/task', got {self.task_name!r}")
         self.task = task
-        self.algorithm = build_algorithm(
-            algorithm, algorithm_config, self.model, self.config.buffer_device
-        )
+        self.algorithm = build_algorithm(algorithm, algorithm_config, self.model, self.config)
         self._configured = self.algorithm  # the config as given: global batch sizes
         self.data_parallel: DataParallel | None = None  # see use_data_parallel
         self.folder = Path(self.config.save_folder or os.getcwd()).resolve()

@@ -156,10 +156,11 @@ def build_algorithm(
     algorithm: str | Mapping[str, str] | Algorithm,
     algorithm_config: AlgorithmConfig | Mapping[str, AlgorithmConfig],
     model: ModelConfig,
-    buffer_device: str | None,
+    config: ExperimentConfig,
 ) -> Algorithm:
     """The unbuilt :class:`~marl.algorithms.Algorithm` of a run: by name or one per group,
-    each group's config with the model's sizes and network and the buffer device applied.
+    each group's config with the model's sizes and network, the buffer device and the
+    epochs cap (``config.max_epochs``) applied.
 
     Raises:
         ValueError: on an unknown algorithm, a model the algorithm cannot use (with why),
@@ -191,19 +192,17 @@ def build_algorithm(
         return Algorithm(
             groups,
             {
-                g: _algorithm_config(name, configs.get(g), model, buffer_device)
+                g: _algorithm_config(name, configs.get(g), model, config)
                 for g, name in groups.items()
             },
         )
-    return Algorithm(
-        algorithm, _algorithm_config(algorithm, algorithm_config, model, buffer_device)
-    )
+    return Algorithm(algorithm, _algorithm_config(algorithm, algorithm_config, model, config))
 
 
 def _algorithm_config(
-    name: str, overrides: AlgorithmConfig, model: ModelConfig, buffer_device: str | None
+    name: str, overrides: AlgorithmConfig, model: ModelConfig, experiment: ExperimentConfig
 ) -> object:
-    """The algorithm config with the model and the buffer device applied."""
+    """The algorithm config with the model, the buffer device and the epochs cap applied."""
     spec = get_algorithm(name)  # raises with the list of algorithms
     if isinstance(overrides, Mapping):  # YAML lists -> the dataclasses' tuples
         overrides = {k: tuple(v) if isinstance(v, list) else v for k, v in overrides.items()}
@@ -216,7 +215,12 @@ def _algorithm_config(
             )
     config = model.apply_to(config, name)
     if isinstance(config, ReplaySettings):
-        config = dataclasses.replace(config, buffer_device=buffer_device)
+        config = dataclasses.replace(config, buffer_device=experiment.buffer_device)
+    cap = experiment.max_epochs
+    epochs = getattr(config, "epochs", None)  # the on-policy configs' passes over a batch
+    if cap is not None and epochs is not None and epochs > cap:
+        log.info("experiment.max_epochs=%d: %s runs %d epoch(s), not %d", cap, name, cap, epochs)
+        config = dataclasses.replace(config, epochs=cap)
     return config
 
 
