@@ -9,10 +9,12 @@ brings it. This module imports nothing of marl, so every layer may use it.
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
+import importlib.util
 from collections.abc import Sequence
 from types import ModuleType
 
-__all__ = ["require"]
+__all__ = ["module_installed", "require"]
 
 
 def require(
@@ -59,3 +61,22 @@ def require(
             raise
         what = what or f'the "{module.split(".")[0]}" package'
         raise ImportError(f'{user} needs {what}: pip install "marl[{extra}]"') from err
+
+
+def module_installed(name: str) -> bool:
+    """Whether module ``name`` (dotted) is on the path, found without importing it or its
+    parent packages: the top-level package through :func:`importlib.util.find_spec`, each
+    submodule in its parent's folders (importing ``pettingzoo.sisl`` alone imports scipy).
+
+    Examples:
+        >>> module_installed("json.decoder"), module_installed("json.no_such_module")
+        (True, False)
+    """
+    parts = name.split(".")
+    spec = importlib.util.find_spec(parts[0])
+    for depth in range(2, len(parts) + 1):
+        folders = None if spec is None else spec.submodule_search_locations
+        if not folders:  # not found, or a module (not a package) has no submodules
+            return False
+        spec = importlib.machinery.PathFinder.find_spec(".".join(parts[:depth]), list(folders))
+    return spec is not None

@@ -44,6 +44,8 @@ _FAMILY_PACKAGES = {
     "lbforaging_torch": "torch",
     "rware_torch": "torch",
 }
+# Modules a family needs besides its package (looked up, never imported, by env_available)
+_FAMILY_EXTRA_MODULES = {"mamujoco": ("mujoco",), "meltingpot": ("dmlab2d",)}
 # marl's own (batched) tasks: the ``builtin`` entry of their ``env`` section -> (module, class).
 _BUILTIN_TASKS = {"recall": ("marl.envs.memory", "RecallEnv")}
 # marl's batched torch families (``marl.envs.native``): family -> (module, class). Each
@@ -273,51 +275,34 @@ def unknown_args(family: str, env: Mapping[str, Any], names: Any) -> list[str]:
 
 
 def env_available(family: str, env: Mapping[str, Any]) -> bool:
-    """Whether the packages a family's env needs are installed and hold the env that
-    ``env`` (a task's ``env`` section) names.
+    """Whether the packages a family's env needs are installed and hold the module of the
+    env that ``env`` (a task's ``env`` section) names.
+
+    Nothing is imported: the modules are looked up on the path
+    (:func:`importlib.util.find_spec`; submodules in their parents' folders), so that
+    ``marl-run --help`` lists the installed tasks in milliseconds, where importing every
+    family (gymnasium's simulators, scipy under PettingZoo's SISL, ...) took a second. The
+    price: a package that is present but broken (one of its own dependencies missing) counts
+    as installed, and making its task then raises the import error, which for PettingZoo
+    names the missing package and the extra to install. Gymnasium-registered ids
+    (lbforaging, rware, gymnasium) are those of the versions the extras pin; a task's own
+    simulator (Box2D, MuJoCo) is its task file's ``requires``
+    (:func:`marl.envs.tasks.task_available`).
 
     Examples:
         >>> env_available("smax", {"scenario": "3m"})
         True
     """
-    if importlib.util.find_spec(_FAMILY_PACKAGES[family]) is None:
-        return False
-    if family == "mamujoco" and importlib.util.find_spec("mujoco") is None:
+    from marl.envs.libs.pettingzoo_tasks import task_installed
+    from marl.extras import module_installed
+
+    needed = [_FAMILY_PACKAGES[family], *_FAMILY_EXTRA_MODULES.get(family, ())]
+    if not all(module_installed(m) for m in needed):
         return False
     if family == "pettingzoo":
-        from marl.envs.libs.pettingzoo_tasks import find_task
-
-        try:
-            find_task(env["task"])
-        except (ImportError, ValueError):
-            return False
-    if family == "meltingpot" and importlib.util.find_spec("dmlab2d") is None:
-        return False
+        return task_installed(env["task"])
     if family == "magent2":
-        task = env["task"]
-        try:
-            return importlib.util.find_spec(f"magent2.environments.{task}") is not None
-        except ImportError:
-            return False
-    if family in _TUPLE_FAMILIES:
-        import gymnasium
-
-        importlib.import_module(_FAMILY_PACKAGES[family])  # registers its ids
-        try:
-            gymnasium.spec(env["env_id"])
-        except gymnasium.error.Error:
-            return False
-    if family == "gymnasium":
-        import gymnasium
-
-        env_id = env["env_id"]
-        try:
-            spec = gymnasium.spec(env_id)
-            entry = spec.entry_point
-            if isinstance(entry, str):
-                importlib.import_module(entry.split(":")[0])
-        except Exception:  # missing optional simulator (box2d, mujoco) or unknown id
-            return False
+        return module_installed(f"magent2.environments.{env['task']}")
     return True
 
 

@@ -47,6 +47,7 @@ from marl.envs.families import (
     family_names,
     unknown_args,
 )
+from marl.extras import module_installed
 
 if TYPE_CHECKING:
     from marl.envs.common import EnvBase
@@ -63,7 +64,15 @@ __all__ = [
 ]
 
 _GROUP_MAP_CONSTRUCTORS = ("all_in_one", "by_prefix", "one_per_agent")
-_TASK_KEYS = ("description", "env", "evaluation", "family", "group_map", "transforms")
+_TASK_KEYS = (
+    "description",
+    "env",
+    "evaluation",
+    "family",
+    "group_map",
+    "requires",
+    "transforms",
+)
 
 TASK_EVALUATIONS: dict[str, str] = {
     "versus_random": (
@@ -124,6 +133,13 @@ def _validate_task_config(config: Any, source: Any) -> None:
         problems.append("evaluation: " + _unknown("evaluation", evaluation, TASK_EVALUATIONS))
     if "description" in config and not isinstance(config["description"], str):
         problems.append(f"'description' must be a string, got {config['description']!r}")
+    requires = config.get("requires")
+    if requires is not None and (
+        not isinstance(requires, list) or not all(isinstance(m, str) and m for m in requires)
+    ):
+        problems.append(
+            f"'requires' must be a list of module names (e.g. [Box2D]), got {requires!r}"
+        )
     if config.get("env") is not None and not isinstance(config["env"], dict):
         problems.append(f"'env' must be a mapping of wrapper arguments, got {config['env']!r}")
     group_map = config.get("group_map")
@@ -254,8 +270,19 @@ def _parsed_task_file(path: Path, mtime_ns: int, size: int) -> dict[str, Any]:
 
 
 def task_available(name: str) -> bool:
-    """Whether the packages a task needs are installed (and hold the task)."""
+    """Whether the packages a task needs are installed (and hold the task): its family's
+    (:func:`marl.envs.families.env_available`) and the modules its task file ``requires``
+    (a Gymnasium task's simulator, e.g. ``[Box2D]``). Found on the path without importing
+    anything, so a package present but broken counts as installed (making the task then
+    raises its import error).
+
+    Examples:
+        >>> task_available("vmas/navigation")
+        True
+    """
     config = load_task_config(name)
+    if not all(module_installed(m) for m in config.get("requires") or ()):
+        return False
     return env_available(config["family"], config["env"])
 
 

@@ -193,6 +193,75 @@ def test_importing_marl_is_light():
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
 
 
+# every package a family's tasks import (and what those import: scipy under SISL, pygame
+# under Butterfly, Box2D and MuJoCo under gymnasium)
+FAMILY_PACKAGES = (
+    "vmas", "pettingzoo", "mpe2", "gymnasium", "lbforaging", "rware", "gymnasium_robotics",
+    "mujoco", "Box2D", "magent2", "meltingpot", "overcooked_ai_py", "scipy", "pygame",
+)  # fmt: skip
+
+
+def test_availability_imports_no_family_package():
+    # marl-run --help lists the installed tasks: looked up on the path, never imported
+    # (importing them took a second of the help's two)
+    code = (
+        "import sys\n"
+        "from marl.envs.tasks import install_hints, list_tasks\n"
+        "available = list_tasks(available=True)\n"
+        "install_hints()\n"
+        f"print(','.join(m for m in {FAMILY_PACKAGES!r} if m in sys.modules))\n"
+        "print('|'.join(available))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], check=True, cwd=REPO, capture_output=True, text=True
+    ).stdout.splitlines()
+    assert out[0] == "", f"listing the available tasks imported {out[0]}"
+    assert out[1].split("|") == list_tasks(available=True)
+
+
+def test_a_task_whose_required_module_is_missing_is_not_available(monkeypatch):
+    # lunarlander's task file requires Box2D, gymnasium's extra simulator
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "Box2D" else find_spec(name, *a),
+    )
+    from marl.envs.tasks import install_hints
+
+    assert not task_available("gymnasium/lunarlander")
+    assert task_available("gymnasium/cartpole")
+    assert "gymnasium/lunarlander" in install_hints()["gymnasium"][0]
+
+
+@pytest.mark.parametrize(
+    "name, found",
+    [("json.decoder", True), ("json.no_such_module", False), ("json.decoder.deeper", False),
+     ("no_such_package_xyz.sub", False), ("xmlrpc.server", True)],
+)  # fmt: skip
+def test_module_installed_finds_submodules_without_importing_them(name, found):
+    from marl.extras import module_installed
+
+    parent = name.rsplit(".", 1)[0]
+    imported = parent in sys.modules
+    assert module_installed(name) is found
+    if not imported:  # looked up in its parent's folders: the parent is not imported either
+        assert parent not in sys.modules
+
+
+def test_a_task_missing_from_its_package_is_not_available():
+    from marl.envs.families import env_available
+
+    if importlib.util.find_spec("pettingzoo") is not None:
+        assert env_available("pettingzoo", {"task": "pistonball_v6"})
+        assert env_available("pettingzoo", {"task": "butterfly/pistonball_v6"})
+        assert not env_available("pettingzoo", {"task": "pistonball_v99"})
+        assert not env_available("pettingzoo", {"task": "nofamily/pistonball_v6"})
+    if importlib.util.find_spec("magent2") is not None:
+        assert env_available("magent2", {"task": "battle_v4"})
+        assert not env_available("magent2", {"task": "battle_v99"})
+
+
 @pytest.mark.slow
 def test_catalogue_ships_with_the_package(tmp_path):
     """A real, non-editable ``pip install .``: make_task works from another directory."""
@@ -280,6 +349,7 @@ GOOD = "description: d\nfamily: vmas\nenv:\n  scenario: navigation\n  max_steps:
             r".*closest: 'versus_random'",
         ),
         ("evaluation: [versus_random]\n", r"unknown evaluation \['versus_random'\]"),
+        ("requires: Box2D\n", r"'requires' must be a list of module names.*'Box2D'"),
     ],
 )
 def test_task_files_with_typos_are_refused_when_loaded(catalogue, extra, match):
@@ -315,4 +385,5 @@ def test_every_shipped_task_file_passes_the_schema(name):
 
     config = load_task_config(name)
     _validate_task_config(config, f"{name}.yaml")  # load_task_config ran it too: no error
-    assert set(config) <= {"description", "family", "env", "evaluation", "group_map", "transforms"}
+    keys = {"description", "family", "env", "evaluation", "group_map", "requires", "transforms"}
+    assert set(config) <= keys

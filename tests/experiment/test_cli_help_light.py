@@ -34,6 +34,12 @@ PROGRAMS = [
 ]
 
 HEAVY = ("torch", "tensordict")
+# the env families' packages and what they import: marl-run's help lists the installed
+# tasks by looking the packages up on the path (importing them took ~1 s of its 2)
+ENV_PACKAGES = (
+    "vmas", "pettingzoo", "mpe2", "gymnasium", "lbforaging", "rware", "gymnasium_robotics",
+    "mujoco", "Box2D", "magent2", "meltingpot", "overcooked_ai_py", "scipy", "pygame",
+)  # fmt: skip
 
 CODE = """
 import sys
@@ -68,6 +74,17 @@ def test_help_imports_no_torch(program, module, shown):
 
         listed = next(line for line in text.splitlines() if line.startswith("Tasks (task=...)"))
         assert listed.split(": ", 1)[1].split(", ") == list_tasks(available=True)
+
+
+@pytest.mark.parametrize(("program", "module", "shown"), PROGRAMS, ids=[p[0] for p in PROGRAMS])
+def test_help_imports_no_env_package(program, module, shown):
+    code = CODE.format(program=program, module=module, extra=[], heavy=ENV_PACKAGES)
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    imported = proc.stdout.rpartition("HEAVY:")[2].strip()
+    assert imported == "", f"{program} --help imported {imported}"
 
 
 def test_help_of_another_algorithm_imports_no_torch():

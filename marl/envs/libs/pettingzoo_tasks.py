@@ -11,7 +11,9 @@ import importlib
 import pkgutil
 from typing import Any
 
-__all__ = ["find_task"]
+from marl.extras import module_installed
+
+__all__ = ["find_task", "task_installed"]
 
 # Where task names are looked up, in order: MPE moved to ``mpe2``.
 _FAMILIES = {
@@ -20,6 +22,24 @@ _FAMILIES = {
     "classic": "pettingzoo.classic",
     "butterfly": "pettingzoo.butterfly",
 }
+
+
+def task_installed(task: str) -> bool:
+    """Whether a PettingZoo task's module is installed, found without importing anything
+    (:func:`module_installed`): ``marl-run --help`` lists the installed tasks in well under
+    a second, where importing each family took one. A task whose module is present but one
+    of whose own dependencies is missing counts as installed; making it then raises the
+    error of :func:`find_task`, which names the missing package and the extra to install.
+
+    Examples:
+        >>> task_installed("classic/no_such_task_v0")
+        False
+    """
+    family, _, name = task.rpartition("/")
+    if family and family not in _FAMILIES:
+        return False
+    families = [_FAMILIES[family]] if family else list(_FAMILIES.values())
+    return any(module_installed(f"{package}.{name}") for package in families)
 
 
 def find_task(task: str) -> Any:
