@@ -13,7 +13,7 @@ The file::
      "entries": [
        {"task": "vmas/navigation", "task_overrides": {}, "algorithms": ["ippo", "mappo"],
         "episodes": 10, "num_envs": 10, "device": "cpu",
-        "seeds": [0, 1], "eval_seeds": [1, 2],
+        "seeds": [0, 1], "eval_seeds": [1, 2], "evaluation": "plain", "max_steps": null,
         "scores": {"random": {"return": [[...episodes of seed 0], [...of seed 1]],
                               "agent/return": [[...], [...]]},
                    "noop": {...}},
@@ -22,8 +22,13 @@ The file::
 
 An entry holds the runs of the listed algorithms on the task (runs whose
 evaluation settings differ, e.g. ``qmix`` with discrete actions, get their own
-entry). ``scores[policy][metric]`` has one list of episode values per seed,
-named like the metrics of ``results.json``.
+entry). ``evaluation`` is how the runs, and so the baselines, were evaluated: ``"plain"``
+(the policy on every agent) or the task file's ``evaluation`` (``"versus_random"``: the
+policy's own return against a random player); ``max_steps`` the runs'
+``experiment.evaluation_max_steps``. An entry without ``evaluation`` was written before
+the file recorded it: ``marl-bench`` computes it again rather than reuse it.
+``scores[policy][metric]`` has one list of episode values per seed, named like the
+metrics of ``results.json``.
 """
 
 from __future__ import annotations
@@ -68,6 +73,9 @@ class BaselineEntry:
         device: the evaluation env's device.
         wall_s: seconds the evaluation took.
         error: why the baselines could not be computed (``scores`` is then empty).
+        evaluation: ``"plain"`` or the task file's ``evaluation`` the baselines were
+            evaluated with (``None``: not recorded, a file from before it was).
+        max_steps: the evaluation episodes' cut (``None``: none).
 
     Examples:
         >>> entry = BaselineEntry("vmas/navigation", ("mappo",), {}, 2, 2, (0, 1), (1, 2),
@@ -88,6 +96,8 @@ class BaselineEntry:
     device: str = "cpu"
     wall_s: float | None = None
     error: str = ""
+    evaluation: str | None = None
+    max_steps: int | None = None
 
     def values(self, policy: str, metric: str = "return") -> list[list[float]] | None:
         """Episode values per seed, or ``None`` when the metric was not measured."""
@@ -122,6 +132,8 @@ class BaselineEntry:
             "device": self.device,
             "seeds": list(self.seeds),
             "eval_seeds": list(self.eval_seeds),
+            "evaluation": self.evaluation,
+            "max_steps": self.max_steps,
         }
         if self.error:
             out["error"] = self.error
@@ -207,6 +219,16 @@ def _entry(node: Any, where: str) -> BaselineEntry:
     if not isinstance(error, str):
         raise _fail(f"{where}/error", "a string", error)
     scores = {} if error else _scores(node.get("scores"), f"{where}/scores", len(seeds))
+    evaluation = node.get("evaluation")
+    if evaluation is not None and not isinstance(evaluation, str):
+        raise _fail(
+            f"{where}/evaluation", "a string (how the baselines were evaluated)", evaluation
+        )
+    max_steps = node.get("max_steps")
+    if max_steps is not None and (
+        not isinstance(max_steps, int) or isinstance(max_steps, bool) or max_steps < 1
+    ):
+        raise _fail(f"{where}/max_steps", "null or an int >= 1", max_steps)
     wall = node.get("wall_s")
     if wall is not None and (isinstance(wall, bool) or not isinstance(wall, (int, float))):
         raise _fail(f"{where}/wall_s", "a number", wall)
@@ -222,6 +244,8 @@ def _entry(node: Any, where: str) -> BaselineEntry:
         device=str(node.get("device", "cpu")),
         wall_s=None if wall is None else float(wall),
         error=error,
+        evaluation=evaluation,
+        max_steps=max_steps,
     )
 
 

@@ -120,6 +120,61 @@ def test_runs_evaluated_differently_get_their_own_entry(tmp_path, vmas):
     assert ippo.mean("random") != mappo.mean("random")  # discrete random moves differ
 
 
+def _counting(monkeypatch) -> list:
+    """Replace the baselines' evaluation with one that records its settings."""
+    calls = []
+
+    def fake(settings):
+        calls.append(settings)
+        return {p: {"return": [0.5] * settings.episodes} for p in ("random", "noop")}
+
+    monkeypatch.setattr(bench_baselines, "evaluate_baselines", fake)
+    return calls
+
+
+def test_a_cache_written_under_another_evaluator_is_computed_again(tmp_path, monkeypatch):
+    # tictactoe is evaluated against a random player (evaluation: versus_random); caches
+    # written before that held the mean over both players, always 0
+    pytest.importorskip("pettingzoo")
+    suite = load_suite(write_suite(tmp_path, tasks=["pettingzoo/tictactoe"], seeds=1,
+                                   algorithms=["mappo"]))  # fmt: skip
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = _counting(monkeypatch)
+    [fresh] = load_baselines(suite_baselines(suite, out))
+    assert [c.evaluation for c in calls] == ["versus_random"]
+    assert fresh.evaluation == "versus_random" and fresh.mean("random") == 0.5
+    suite_baselines(suite, out)
+    assert len(calls) == 1  # the same evaluator: reused
+    stale = json.loads((out / "baselines.json").read_text())
+    zero = {p: {"return": [[0.0, 0.0]]} for p in ("random", "noop")}
+    for evaluation in ("plain", None):  # another evaluator; none recorded (an older file)
+        entry = {**stale["entries"][0], "scores": zero, "evaluation": evaluation}
+        if evaluation is None:
+            del entry["evaluation"]
+        (out / "baselines.json").write_text(json.dumps({**stale, "entries": [entry]}))
+        [again] = load_baselines(suite_baselines(suite, out))
+        assert calls[-1].evaluation == "versus_random"
+        assert (again.evaluation, again.mean("random")) == ("versus_random", 0.5)
+    assert len(calls) == 3
+
+
+def test_the_evaluation_cut_is_part_of_the_baselines_settings(tmp_path, monkeypatch, vmas):
+    suite = load_suite(write_suite(tmp_path, seeds=1, algorithms=["mappo"]))
+    out = tmp_path / "out"
+    out.mkdir()
+    calls = _counting(monkeypatch)
+    suite_baselines(suite, out)
+    [cut] = load_baselines(suite_baselines(suite, out, ["experiment.evaluation_max_steps=3"]))
+    assert [c.max_steps for c in calls] == [None, 3] and cut.max_steps == 3
+    monkeypatch.undo()
+    # the runs' cut reaches the baselines' episodes: 3 steps of random moves, not 100
+    settings = EvalSettings.make("vmas/navigation", 0, 2)
+    full = evaluate_baselines(settings)["random"]["return"]
+    short = evaluate_baselines(dataclasses.replace(settings, max_steps=3))["random"]["return"]
+    assert short != full
+
+
 def test_failed_or_disabled_baselines(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_runner, "DEFAULT_RUNNER", tuple(FAKE))
 

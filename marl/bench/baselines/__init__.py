@@ -7,12 +7,17 @@ suite before it launches the runs (a few seconds per task) and writes them to
 ``marl-report`` shows next to each algorithm's score and in the curves.
 
 "Like the runs" means: the run's hydra config is composed (without running it)
-to get its task, task options, ``experiment.evaluation_episodes`` and sampling
-device, and the evaluation env is built as the experiment runner builds it
-(``evaluation_episodes`` envs for VMAS, ``min(evaluation_episodes, 8)``
-otherwise, seeded ``seed + 1``). Runs whose settings differ (``qmix`` with
-``+task_overrides.continuous_actions=false``) get their own entry. Results are
-cached in the file: a second ``marl-bench`` call computes only what is new.
+to get its task, task options, ``experiment.evaluation_episodes``,
+``experiment.evaluation_max_steps`` and sampling device, and the evaluation env is
+built as the experiment runner builds it (``evaluation_episodes`` envs for VMAS,
+``min(evaluation_episodes, 8)`` otherwise, seeded ``seed + 1``, its episodes cut after
+``evaluation_max_steps``), then evaluated with the evaluator the task's file declares
+(``evaluation: versus_random``: against a random player from each seat). Runs whose
+settings differ (``qmix`` with ``+task_overrides.continuous_actions=false``) get their
+own entry. Results are cached in the file, keyed by all of these settings, the evaluator
+included: a second ``marl-bench`` call computes only what is new, and an entry computed
+under another evaluator (or written before the file recorded the evaluator: tictactoe's
+zero baselines from before ``versus_random``) is computed again.
 
 ``python -m marl.bench.baselines --out docs/results/baselines.md`` writes the
 docs page of the baselines of every catalogue task (see :mod:`marl.bench.baselines.page`).
@@ -38,10 +43,14 @@ from marl.report.baselines import (
 )
 from marl.report.results import ResultsFormatError
 
-__all__ = ["EvalSettings", "eval_num_envs", "evaluate_baselines", "evaluation_settings",
-           "suite_baselines"]  # fmt: skip
+__all__ = ["PLAIN_EVALUATION", "EvalSettings", "eval_num_envs", "evaluate_baselines",
+           "evaluation_settings", "suite_baselines", "task_evaluation"]  # fmt: skip
 
 log = logging.getLogger(__name__)
+
+PLAIN_EVALUATION = "plain"
+"""A task without an ``evaluation`` in its file: the policy on every agent
+(:func:`marl.algorithms.evaluate_episodes`)."""
 
 Scores = dict[str, dict[str, list[float]]]
 """policy -> metric -> episode values (one seed)."""
@@ -71,6 +80,9 @@ class EvalSettings:
         seed: the run's seed.
         eval_seed: the evaluation env's seed (``seed + 1``).
         device: ``experiment.sampling_device``.
+        evaluation: the task file's ``evaluation`` (``"versus_random"``), or
+            ``"plain"`` (:func:`marl.algorithms.evaluate_episodes`).
+        max_steps: ``experiment.evaluation_max_steps`` (``None``: episodes run to their end).
     """
 
     task: str
@@ -80,6 +92,8 @@ class EvalSettings:
     seed: int
     eval_seed: int
     device: str = "cpu"
+    evaluation: str = PLAIN_EVALUATION
+    max_steps: int | None = None
 
     @classmethod
     def make(
@@ -89,16 +103,25 @@ class EvalSettings:
         episodes: int,
         task_overrides: Mapping[str, Any] | None = None,
         device: str = "cpu",
+        max_steps: int | None = None,
+        evaluation: str | None = None,
     ) -> EvalSettings:
         """The settings of a run of ``task`` with ``seed`` and ``episodes`` evaluation episodes.
+
+        ``evaluation`` ``None``: the one the task's file declares now (a cached entry
+        passes the one it was computed with).
 
         Examples:
             >>> EvalSettings.make("vmas/navigation", seed=0, episodes=20).eval_seed
             1
+            >>> EvalSettings.make("pettingzoo/tictactoe", seed=0, episodes=2).evaluation
+            'versus_random'
         """
         overrides = json.dumps(dict(task_overrides or {}), sort_keys=True)
+        if evaluation is None:
+            evaluation = task_evaluation(task)
         return cls(task, overrides, episodes, eval_num_envs(task, episodes), seed, seed + 1,
-                   device)  # fmt: skip
+                   device, evaluation, max_steps)  # fmt: skip
 
     @property
     def overrides(self) -> dict[str, Any]:
@@ -108,12 +131,25 @@ class EvalSettings:
     @property
     def group(self) -> tuple:
         """Everything but the seed: runs that share it share a baselines entry."""
-        return (self.task, self.task_overrides, self.episodes, self.num_envs, self.device)
+        return (self.task, self.task_overrides, self.episodes, self.num_envs, self.device,
+                self.evaluation, self.max_steps)  # fmt: skip
 
     @property
     def cache_key(self) -> tuple:
         """What the baselines' values depend on: the group and the evaluation seed."""
         return (*self.group, self.eval_seed)
+
+
+def task_evaluation(task: str) -> str:
+    """How a catalogue task's runs are evaluated: its file's ``evaluation``, or ``"plain"``.
+
+    Examples:
+        >>> task_evaluation("vmas/navigation"), task_evaluation("pettingzoo/tictactoe")
+        ('plain', 'versus_random')
+    """
+    from marl.envs.tasks import load_task_config
+
+    return load_task_config(task).get("evaluation") or PLAIN_EVALUATION
 
 
 def _value(overrides: Sequence[str], key: str) -> str | None:
@@ -157,12 +193,14 @@ def evaluation_settings(runs: Iterable[Run]) -> dict[Run, EvalSettings | str | N
                 continue
             seed = int(_value(run.overrides, "seed") or run.seed)
             overrides = OmegaConf.to_container(cfg.task_overrides, resolve=True) or {}
+            max_steps = cfg.experiment.evaluation_max_steps
             out[run] = EvalSettings.make(
                 str(cfg.task),
                 seed,
                 int(cfg.experiment.evaluation_episodes),
                 overrides,  # type: ignore[arg-type]
                 str(cfg.experiment.sampling_device),
+                None if max_steps is None else int(max_steps),
             )
     return out
 
@@ -170,9 +208,11 @@ def evaluation_settings(runs: Iterable[Run]) -> dict[Run, EvalSettings | str | N
 def evaluate_baselines(settings: EvalSettings) -> Scores:
     """Run the random and the no-op policy once each on a fresh evaluation env.
 
-    Both are evaluated as a run's evaluation is: with the evaluator the task's file
-    declares (:func:`marl.experiment.parts.task_evaluator`; tictactoe: against a random
-    player from both seats), else :func:`marl.algorithms.evaluate_episodes`. The random
+    Both are evaluated as a run's evaluation is: on the evaluation env the experiment
+    runner builds (:func:`marl.experiment.parts.make_evaluation_env`: its episodes cut
+    after ``settings.max_steps``), with the evaluator the task's file declares
+    (:func:`marl.experiment.parts.task_evaluator`; tictactoe: against a random player
+    from both seats), else :func:`marl.algorithms.evaluate_episodes`. The random
     policy draws from torch's global generator, seeded with the evaluation seed inside
     :func:`torch.random.fork_rng`, so results repeat and the caller's generator is left
     as it was.
@@ -181,20 +221,35 @@ def evaluate_baselines(settings: EvalSettings) -> Scores:
         policy -> metric (``"return"``, ``"<group>/return"``) -> episode values.
 
     Raises:
+        ValueError: when the task's file now declares another evaluation than
+            ``settings.evaluation``.
         Exception: whatever building or stepping the env raises (a missing package).
     """
     import torch
 
     from marl.algorithms import evaluate_episodes
     from marl.envs import make_task
-    from marl.experiment.parts import task_evaluator
+    from marl.experiment import ExperimentConfig
+    from marl.experiment.parts import make_evaluation_env, task_evaluator
     from marl.testing import NoopPolicy, random_policy
+
+    declared = task_evaluation(settings.task)
+    if declared != settings.evaluation:
+        raise ValueError(
+            f"baselines of {settings.task}: settings for evaluation {settings.evaluation!r}, "
+            f"but its task file declares {declared!r}"
+        )
+    config = ExperimentConfig(evaluation_episodes=settings.episodes,
+                              evaluation_max_steps=settings.max_steps)  # fmt: skip
+
+    def make_env(num_envs: int, seed: int) -> Any:
+        return make_task(settings.task, num_envs=num_envs, seed=seed, device=settings.device,
+                         **settings.overrides)  # fmt: skip
 
     factories: dict[str, Callable[[Any], Any]] = {"random": random_policy, "noop": NoopPolicy}
     scores: Scores = {}
     for policy, factory in factories.items():
-        env = make_task(settings.task, num_envs=settings.num_envs, seed=settings.eval_seed,
-                        device=settings.device, **settings.overrides)  # fmt: skip
+        env = make_evaluation_env(make_env, settings.task, config, True, settings.eval_seed)
         try:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(settings.eval_seed)
@@ -220,10 +275,14 @@ def _cached(path: Path) -> tuple[dict[tuple, Scores], list[BaselineEntry]]:
         return {}, []
     cache = {}
     for e in entries:
-        if e.error:
+        # an entry that does not say its evaluator was written before the file recorded
+        # it, maybe under another one (tictactoe's zero returns before versus_random)
+        if e.error or e.evaluation is None:
             continue
         for i, (seed, eval_seed) in enumerate(zip(e.seeds, e.eval_seeds)):
-            s = EvalSettings.make(e.task, seed, e.episodes, e.task_overrides, e.device)
+            # its own evaluator, not the task file's of today: a changed file misses
+            s = EvalSettings.make(e.task, seed, e.episodes, e.task_overrides, e.device,
+                                  e.max_steps, e.evaluation)  # fmt: skip
             if s.num_envs == e.num_envs and s.eval_seed == eval_seed:
                 cache[s.cache_key] = {
                     p: {m: v[i] for m, v in metrics.items()} for p, metrics in e.scores.items()
@@ -306,7 +365,8 @@ def _entry(
     eval_seeds = tuple(s.eval_seed for s in settings)
     common = dict(task=first.task, algorithms=algorithms, task_overrides=first.overrides,
                   episodes=first.episodes, num_envs=first.num_envs, seeds=seeds,
-                  eval_seeds=eval_seeds, device=first.device, wall_s=wall)  # fmt: skip
+                  eval_seeds=eval_seeds, device=first.device, wall_s=wall,
+                  evaluation=first.evaluation, max_steps=first.max_steps)  # fmt: skip
     if error:
         if report:
             report(f"baselines of {first.task} ({', '.join(algorithms)}) failed: {error}")

@@ -143,7 +143,7 @@ def render_page(results: Sequence[TaskBaselines], command: str) -> str:
     """The markdown page of :func:`catalogue_baselines` results."""
     from marl import __version__
 
-    first = results[0].settings if results else EvalSettings.make("vmas/x", 0, 20)
+    first = results[0].settings if results else EvalSettings.make("vmas/navigation", 0, 20)
     rows, failed, skipped, constant = [], [], [], []
     for r in results:
         s = r.settings
