@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import logging
 import os
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -40,6 +41,8 @@ from marl.algorithms import Algorithm, AlgorithmSpec, get_algorithm
 from marl.algorithms.updates import GradientSync
 from marl.experiment.argv import follower_args, launch_rank
 from marl.experiment.peers import PeerMonitor, peers_checked
+
+log = logging.getLogger("marl.experiment")
 
 __all__ = [
     "RANK_SEED_STRIDE",
@@ -123,6 +126,33 @@ class DataParallel:
                 f"by {self.world_size}"
             )
         return value // self.world_size
+
+    def rank_frames(self, frames_per_batch: int, total_frames: int, env_numel: int) -> int:
+        """This rank's frames per batch: its share of the global ``frames_per_batch``,
+        rounded up to whole steps of its ``env_numel`` envs (as a collector would round
+        it). Where that rounds, rank 0 says so once in the log, in the run's own figures
+        (the batches the trainer counts, and the frames the run will end at), instead of
+        one collector warning per rank in the rank's.
+
+        Examples:
+            >>> rank1 = DataParallel(rank=1, world_size=2, sync=None)  # no process group here
+            >>> rank1.rank_frames(100, 1000, 4), rank1.rank_frames(120, 1000, 4)
+            (52, 60)
+        """
+        share = frames_per_batch // self.world_size
+        steps = -(-share // env_numel)
+        rounded = steps * env_numel
+        if rounded != share and self.writes:
+            per_batch = rounded * self.world_size
+            total = -(-total_frames // per_batch) * per_batch
+            log.warning(
+                "data-parallel over %d processes: experiment.frames_per_batch=%d gives each "
+                "%d frames, rounded up to %d (%d steps of its %d envs): %d frames per batch, "
+                "and the run ends at %d frames for total_frames=%d",
+                self.world_size, frames_per_batch, share, rounded, steps, env_numel,
+                per_batch, total, total_frames,
+            )  # fmt: skip
+        return rounded
 
     def check_config(self, config: Any) -> None:
         """Refuse the ``experiment`` settings a data-parallel run cannot honour.

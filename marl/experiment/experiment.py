@@ -434,7 +434,8 @@ class Experiment:
             env, seed=seed, device=c.train_device, compile=c.compile, gradient_sync=sync
         )
         if dp is not None:  # this rank's share of every batch; the trainer counts them all
-            c = dataclasses.replace(c, frames_per_batch=c.frames_per_batch // dp.world_size)
+            share = dp.rank_frames(c.frames_per_batch, c.total_frames, env.batch_size.numel())
+            c = dataclasses.replace(c, frames_per_batch=share)
         collector = make_collector(
             c, env, self.algorithm.policy, lambda n: self.make_env(n, seed), num_envs, seed
         )

@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -188,6 +189,35 @@ def test_frames_per_batch_not_divisible_is_refused(tmp_path):
     assert done.returncode != 0
     assert "experiment.frames_per_batch=1201 is global" in done.stderr
     assert "divisible by 2" in done.stderr
+
+
+def test_a_rank_share_rounded_to_whole_env_steps_is_said_once_in_global_frames(caplog):
+    # marl-run --nproc 2 task=vmas/navigation experiment=debug: 100 frames per batch over
+    # 2 ranks of 4 envs each; 50 frames a rank round up to 52, so the run trains 1,040
+    # frames: rank 0 says so once, in the run's figures (the collector warned per rank)
+    from marl.experiment.data_parallel import DataParallel
+
+    rank0, rank1 = (DataParallel(rank=r, world_size=2, sync=None) for r in (0, 1))
+    with caplog.at_level("INFO", logger="marl.experiment"):
+        assert rank1.rank_frames(100, 1000, 4) == 52
+        assert caplog.records == []  # rank 1 writes no log of the run
+        assert rank0.rank_frames(100, 1000, 4) == 52
+        assert rank0.rank_frames(1200, 2400, 60) == 600  # exact: nothing to say
+    [record] = caplog.records
+    assert record.getMessage() == (
+        "data-parallel over 2 processes: experiment.frames_per_batch=100 gives each 50 "
+        "frames, rounded up to 52 (13 steps of its 4 envs): 104 frames per batch, and the "
+        "run ends at 1040 frames for total_frames=1000"
+    )
+    with warnings.catch_warnings():  # the collector is given whole steps: no warning
+        warnings.simplefilter("error")
+        from marl.collectors import Collector
+        from marl.testing import MultiAgentFakeEnv
+
+        assert (
+            Collector(MultiAgentFakeEnv(num_envs=4), None, frames_per_batch=52).frames_per_batch
+            == 52
+        )
 
 
 def _agreement(rank: int, init: str, corrupt: bool, results) -> None:
