@@ -153,3 +153,79 @@ def test_runs_collect_in_one_env_and_train_in_one_update():
     for r, algo in enumerate(runs):  # every run's own policy, which collects next, moved
         moved = max((v - before[r][k]).abs().max().item() for k, v in algo.state_dict().items())
         assert moved > 1e-4, (r, moved)
+
+
+def _opt_states(algo):
+    """``{group: [(param name, {state key: tensor})]}`` of each learner's optimizer."""
+    out = {}
+    for label, learner in algo.group_learners():
+        names = {id(p): n for n, p in learner.loss.named_parameters()}
+        out[label] = {
+            names[id(p)]: dict(learner.optimizer.state[p])
+            for group in learner.optimizer.param_groups
+            for p in group["params"]
+        }
+    return out
+
+
+def test_optimizer_state_goes_back_to_each_run_and_a_rebuilt_stack_continues():
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    stacked_runs, alone_runs = _runs("mappo", env), _runs("mappo", env)
+    labels = [label for label, _ in stacked_runs[0].group_learners()]
+
+    def stacks_of(runs):
+        return {
+            label: StackedOnPolicy([a.learners[label].updater for a in runs]) for label in labels
+        }
+
+    def step(stacks, it):
+        batches = _batches(alone_runs, env)  # every run's batch, the same for both sides
+        for r, algo in enumerate(alone_runs):  # each run alone
+            batch = algo.process_batch(batches[r].clone())
+            for label in labels:
+                torch.manual_seed(10_000 * it + 100 * labels.index(label) + r)
+                algo.learners[label].updater.update(batch)
+        data = torch.stack([b.clone() for b in batches])
+        for stack in stacks.values():
+            data = stack.process(data)
+        for label, stack in stacks.items():
+            for r, gen in enumerate(stack.generators):
+                gen.manual_seed(10_000 * it + 100 * labels.index(label) + r)
+            stack.update(data)
+
+    def assert_same(it):
+        for r in range(RUNS):
+            mine, theirs = _opt_states(stacked_runs[r]), _opt_states(alone_runs[r])
+            for label in labels:
+                for name, state in theirs[label].items():
+                    assert set(mine[label][name]) == set(state) == {"step", "exp_avg", "exp_avg_sq"}
+                    for key, value in state.items():
+                        diff = (mine[label][name][key] - value).abs().max().item()
+                        assert diff <= 1e-6, (it, r, label, name, key, diff)
+            for (name, p), q in zip(
+                stacked_runs[r].state_dict().items(), alone_runs[r].state_dict().values()
+            ):
+                assert (p - q).abs().max().item() <= 1e-6, (it, r, name)
+
+    stacks = stacks_of(stacked_runs)
+    for it in range(2):  # k = 2 stacked updates: each run's optimizer holds its own state
+        step(stacks, it)
+        assert_same(it)
+    # a stack rebuilt from the runs (as after a resume) starts from their moments
+    step(stacks_of(stacked_runs), 2)
+    assert_same(2)
+
+
+def test_runs_whose_optimizers_took_different_steps_are_refused():
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    runs = _runs("mappo", env)
+    label = next(iter(dict(runs[0].group_learners())))
+    batch = Collector(env, runs[0].policy, frames_per_batch=60).rollout()
+    runs[0].learners[label].updater.update(runs[0].process_batch(batch))
+    with pytest.raises(ValueError, match="differ in their entries"):
+        StackedOnPolicy([a.learners[label].updater for a in runs])
+    for algo in runs[1:]:
+        for _ in range(2):
+            algo.learners[label].updater.update(algo.process_batch(batch.clone()))
+    with pytest.raises(ValueError, match="differ in 'step'"):
+        StackedOnPolicy([a.learners[label].updater for a in runs])

@@ -14,7 +14,9 @@ run stays per run by construction, as in ``R`` separate processes:
 - the gradients, and their clipping: each run's norm, per param group (role), as
   :func:`~marl.algorithms.updates.clip_grad_norm_per_group_` does for one run;
 - the optimizer: Adam (like every elementwise optimizer) on a stacked tensor is ``R``
-  independent optimizers.
+  independent optimizers. Its state starts from the runs' own optimizers' (stacked, so a
+  resumed run continues with its moments) and :meth:`StackedOnPolicy.copy_to_runs` gives
+  each run its slice back (so each run's checkpoint holds its own exact moments).
 
 So one :meth:`StackedOnPolicy.update` gives each run the parameters that run's own
 :class:`~marl.algorithms.updates.OnPolicyUpdater` would give it on its own batch, with
@@ -62,20 +64,28 @@ def _loss_sum(loss: nn.Module, td: TensorDictBase) -> tuple[torch.Tensor, Tensor
     return total, out.detach()
 
 
+def _same(a: object, b: object) -> bool:
+    if torch.is_tensor(a) and torch.is_tensor(b):
+        return a.shape == b.shape and bool(torch.equal(a, b))
+    return a == b
+
+
 class StackedOnPolicy:
     """The on-policy updates of ``R`` runs of one group, as one vmapped update.
 
     Args:
         updaters: one :class:`~marl.algorithms.updates.OnPolicyUpdater` per run, of the
             same algorithm and group (the same network shapes and settings); their
-            current parameters and optimizer settings are the runs' starting point.
+            current parameters, optimizer settings and optimizer states (Adam's moments,
+            stacked: a resumed run continues with its own) are the runs' starting point.
         generators: one ``torch.Generator`` per run, for its minibatch order (``None``:
             new generators seeded ``0..R-1``).
 
     Raises:
         ValueError: for fewer than one updater, updaters whose settings differ (epochs,
-            minibatch size, clipping, optimizer type or hyperparameters), a recurrent
-            (sequence) updater, or a gradient sync.
+            minibatch size, clipping, optimizer type or hyperparameters), optimizer states
+            that differ in their entries or step counts, a recurrent (sequence) updater, or a
+            gradient sync.
         TypeError: when the updaters' losses differ in structure.
 
     Examples:
@@ -125,6 +135,7 @@ class StackedOnPolicy:
         self.max_grad_norm = first.gradient_step.max_grad_norm
         self._keys = list(first.loss.in_keys)
         self._losses = [u.loss for u in updaters]
+        self._optimizers = [u.optimizer for u in updaters]
         self.params, self.buffers = stack_module_state(self._losses)
         template = copy.deepcopy(first.loss).to("meta")
         self._loss_sum = _Method(template, _loss_sum)
@@ -150,7 +161,42 @@ class StackedOnPolicy:
             groups.append(group_names)
             options = {k: v for k, v in group.items() if k != "params"}
             param_groups.append({"params": [self.params[n] for n in group_names], **options})
-        return type(opt)(param_groups, **opt.defaults), groups
+        stacked = type(opt)(param_groups, **opt.defaults)
+        for name in (n for group_names in groups for n in group_names):
+            state = self._stacked_state(name)
+            if state is not None:
+                stacked.state[self.params[name]] = state
+        return stacked, groups
+
+    def _stacked_state(self, name: str) -> dict[str, object] | None:
+        """The runs' optimizer states of parameter ``name``, stacked over the run dim (``None``
+        when no run's optimizer has stepped yet)."""
+        states = [
+            opt.state.get(dict(loss.named_parameters())[name])
+            for opt, loss in zip(self._optimizers, self._losses)
+        ]
+        if not any(states):
+            return None
+        if not all(states) or any(set(s) != set(states[0]) for s in states):
+            raise ValueError(
+                f"the runs' optimizer states of {name!r} differ in their entries: "
+                f"{[sorted(s or {}) for s in states]} (every run must have stepped alike)"
+            )
+        stacked: dict[str, object] = {}
+        shape = tuple(self.params[name].shape[1:])
+        for key, first in states[0].items():
+            values = [s[key] for s in states]
+            if torch.is_tensor(first) and tuple(first.shape) == shape and shape:
+                stacked[key] = torch.stack([v.detach() for v in values]).clone()
+            elif all(_same(v, first) for v in values):  # a per-param scalar (Adam's step)
+                stacked[key] = first.clone() if torch.is_tensor(first) else first
+            else:
+                raise ValueError(
+                    f"the runs' optimizer states of {name!r} differ in {key!r}: "
+                    f"{[float(v) if torch.is_tensor(v) else v for v in values]} (the runs must "
+                    "have taken the same number of steps)"
+                )
+        return stacked
 
     def _call(self, module: nn.Module, td: TensorDictBase, params: Stacked) -> object:
         names = {f"loss.{k}": v for k, v in params.items()}
@@ -237,8 +283,22 @@ class StackedOnPolicy:
     @torch.no_grad()
     def copy_to_runs(self) -> None:
         """Write each run's stacked parameters into its own loss (and so its policy and
-        critic, which collect, evaluate and checkpoint that run). :meth:`update` ends
-        with it; call it after changing :attr:`params` in place (a restore)."""
-        for r, loss in enumerate(self._losses):
+        critic, which collect, evaluate and checkpoint that run), and its slice of the
+        stacked optimizer state (Adam's ``exp_avg``, ``exp_avg_sq``, ``step``) into its own
+        optimizer, so that a run's checkpoint holds what its own updater would. :meth:`update`
+        ends with it; call it after changing :attr:`params` in place."""
+        for r, (loss, opt) in enumerate(zip(self._losses, self._optimizers)):
             for name, p in loss.named_parameters():
-                p.copy_(self.params[name][r])
+                stacked = self.params[name]
+                p.copy_(stacked[r])
+                state = self.optimizer.state.get(stacked)
+                if not state:
+                    continue
+                opt.state[p] = {
+                    key: (
+                        value[r].clone()
+                        if torch.is_tensor(value) and value.shape == stacked.shape
+                        else (value.clone() if torch.is_tensor(value) else value)
+                    )
+                    for key, value in state.items()
+                }
