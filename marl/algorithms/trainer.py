@@ -35,12 +35,17 @@ from marl.envs.common import EnvBase
 
 __all__ = [
     "EvalEpisodes",
+    "Learn",
     "Trainer",
     "TrainerCallback",
     "TrainingRun",
     "evaluate",
     "evaluate_episodes",
 ]
+
+
+Learn = Callable[[TensorDictBase], tuple[TensorDictBase, Logs]]
+"""``batch -> (processed batch, update logs)``: the :class:`Trainer`'s ``learn`` seam."""
 
 
 class TrainingRun(Iterator[Logs]):
@@ -146,6 +151,11 @@ class Trainer:
         world_size: frames counted per collected frame: in a data-parallel run, the
             number of ranks, each collecting an equal share, so that :attr:`frames`
             (logs, ``total_frames``, ``eval_interval``) counts the whole run's frames.
+        learn: how a collected batch is learned from: ``batch -> (processed batch, update
+            logs)``, the logs keyed as :meth:`Algorithm.update` keys them. ``None`` (the
+            default): ``algorithm.process_batch`` then ``algorithm.update``. Several runs
+            trained in one process (:mod:`marl.experiment.runs`) pass one that updates all
+            runs at once, as one stacked update, and hands each run its share.
 
     Examples:
         >>> from marl.algorithms import Algorithm, Trainer
@@ -175,6 +185,7 @@ class Trainer:
         seed: int | None = None,
         collector: BatchCollector | None = None,
         world_size: int = 1,
+        learn: Learn | None = None,
     ) -> None:
         if total_frames < 1 or frames_per_batch < 1:
             raise ValueError(
@@ -211,6 +222,7 @@ class Trainer:
             )
         )
         self.world_size = world_size
+        self.learn = learn
         self.frames = 0
         self.iteration = 0
         self._last_eval_frames = 0
@@ -317,8 +329,11 @@ class Trainer:
             if batch is None:  # a collector given with its own total_frames ran out
                 break
             collected = time.perf_counter()
-            batch = algo.process_batch(batch)
-            update_logs = algo.update(batch)
+            if self.learn is None:
+                batch = algo.process_batch(batch)
+                update_logs = algo.update(batch)
+            else:
+                batch, update_logs = self.learn(batch)
             collector.update_policy_weights_()
             updated = time.perf_counter()
             self.frames += batch.numel() * self.world_size

@@ -174,6 +174,24 @@ def torchrun_command(nproc: int, args: Sequence[str]) -> list[str]:
     ]
 
 
+def folder_of_runs(args: Sequence[str]) -> Path | None:
+    """The folder that ``--resume <folder>`` names when it holds runs trained together
+    (``experiment.runs``, its ``runs.json``), else ``None``.
+
+    Examples:
+        >>> import tempfile
+        >>> folder_of_runs(["--resume", tempfile.mkdtemp()]) is None
+        True
+    """
+    items = list(args)
+    if "--resume" not in items or items.index("--resume") + 1 >= len(items):
+        return None
+    from marl.experiment.runs import RUNS_FILE  # imports torch: only for a resume
+
+    folder = Path(items[items.index("--resume") + 1]).expanduser()
+    return folder.resolve() if (folder / RUNS_FILE).is_file() else None
+
+
 def prepare_resume(
     args: list[str], restore_key: str = "experiment.restore_file", program: str = "marl-run"
 ) -> list[str]:

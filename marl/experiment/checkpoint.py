@@ -56,18 +56,23 @@ __all__ = [
 _NAME = re.compile(r"^checkpoint_(\d+)\.pt$")
 
 FAULT_ENV = "MARL_TEST_FAULT"
+_FIRED: set[str] = set()
 
 
 def fault_point(point: str, frames: int) -> None:
     """Send this process the signal that ``MARL_TEST_FAULT`` asks for at ``point@frames``.
 
-    A test hook (see the module docstring); it does nothing when the variable is unset.
+    A test hook (see the module docstring); it does nothing when the variable is unset,
+    and fires at most once per process.
     """
     spec = os.environ.get(FAULT_ENV)
     if not spec:
         return
     where, _, name = spec.partition(":")
-    if where == f"{point}@{int(frames)}":
+    # once per process: several runs trained together (experiment.runs) pass the same
+    # point at the same frames, and a second signal would stop them at once
+    if where == f"{point}@{int(frames)}" and where not in _FIRED:
+        _FIRED.add(where)
         os.kill(os.getpid(), getattr(signal, f"SIG{name or 'KILL'}"))
 
 

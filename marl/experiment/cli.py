@@ -342,7 +342,9 @@ def experiment_from_config(
             ``None``: ``cfg`` describes the whole run and must match the checkpoint.
 
     Returns:
-        The experiment (or the checkpoint's, resumed with the allowed changes).
+        The experiment (or the checkpoint's, resumed with the allowed changes); with
+        ``experiment.runs > 1``, the :class:`~marl.experiment.runs.ExperimentRuns` of its
+        seeds (``run()`` then returns one summary per run).
 
     Raises:
         ValueError, TypeError: a setting refused (each names its key), before anything
@@ -366,15 +368,18 @@ def experiment_from_config(
             restore = experiment["restore_file"] = to_absolute_path(restore)
         except ValueError:  # outside a hydra run
             restore = experiment["restore_file"] = os.path.abspath(restore)
-    exp = Experiment(
-        data["task"],
-        algorithm,
+    arguments = dict(
         model=data.get("model"),
         seed=int(data.get("seed", 0)),
         config=experiment,
         algorithm_config=algorithm_config,
         task_overrides=data.get("task_overrides") or {},
     )
+    if experiment.get("runs", 1) != 1:  # several seeds in this process: marl.experiment.runs
+        from marl.experiment.runs import ExperimentRuns
+
+        return ExperimentRuns.create(data["task"], algorithm, **arguments)
+    exp = Experiment(data["task"], algorithm, **arguments)
     if restore and given is not None:
         exp = _resumed(exp, Path(restore), given)
     return exp
@@ -420,12 +425,47 @@ def _resumed(candidate: Any, restore: Path, given: list[tuple[tuple[str, ...], b
     )
 
 
+def resume_runs(folder: Path, args: Sequence[str]) -> int:
+    """``marl-run --resume <folder of runs> [experiment.<key>=<value> ...]``: continue every
+    run of ``folder`` (:meth:`ExperimentRuns.resume <marl.experiment.runs.ExperimentRuns.resume>`).
+
+    Returns:
+        The exit code: 0, 2 for a refused argument, ``128 + signal`` when interrupted.
+    """
+    import yaml
+
+    from marl.experiment.lifecycle import RunInterrupted
+    from marl.experiment.runs import ExperimentRuns
+
+    changes: dict[str, Any] = {}
+    for arg in args[args.index("--resume") + 2 :] + args[: args.index("--resume")]:
+        key, sep, value = arg.partition("=")
+        if not sep or not key.startswith("experiment.") or key.count(".") != 1:
+            sys.stderr.write(
+                f"marl-run: --resume {folder} continues runs trained together: it takes "
+                f"experiment.<key>=<value> settings only, got {arg!r}\n"
+            )
+            return 2
+        changes[key.split(".", 1)[1]] = yaml.safe_load(value)
+    try:
+        runs = ExperimentRuns.resume(folder, changes)
+    except (ValueError, TypeError, FileNotFoundError, FileExistsError) as err:
+        sys.stderr.write(f"marl-run: {err}\n")
+        return 2
+    try:
+        runs.run()
+    except RunInterrupted as err:
+        return err.exit_code
+    return 0
+
+
 def main() -> None:
     """Entry point of ``marl-run``."""
     # torch is imported below, after the help text: `marl-run --help` needs only hydra
     # and the config dataclasses
     from marl.experiment.argv import (
         check_task_overrides,
+        folder_of_runs,
         follower_args,
         launch_rank,
         lock_run_dir,
@@ -437,6 +477,9 @@ def main() -> None:
     )
 
     rank, args = launch_rank(), sys.argv[1:]
+    runs_folder = folder_of_runs(args)
+    if runs_folder is not None:  # --resume of runs trained together: no hydra, no new folder
+        sys.exit(resume_runs(runs_folder, args))
     try:
         nproc, args = prepare_launch(args)
         if nproc is not None and rank is not None:
@@ -490,10 +533,16 @@ def main() -> None:
             sys.stderr.write(f"marl-run: {err}\n")
             sys.exit(2)
         # under torchrun (WORLD_SIZE > 1): one rank of a data-parallel run
-        c = exp.config
+        runs = getattr(exp, "experiments", None)  # experiment.runs > 1: ExperimentRuns
+        c = exp.config if runs is None else runs[0].config
         with process_group(c.train_device, c.peer_timeout_s) as data_parallel:
             if data_parallel is not None:
                 try:
+                    if runs is not None:
+                        raise ValueError(
+                            f"experiment.runs={c.runs} trains its runs in one process: it "
+                            "cannot be a data-parallel run (--nproc, torchrun) as well"
+                        )
                     exp.use_data_parallel(data_parallel)
                 except ValueError as err:
                     sys.stderr.write(f"marl-run: {err}\n")
@@ -503,8 +552,13 @@ def main() -> None:
             except PeerLost as err:  # a data-parallel peer died or hung: its line, and 1
                 sys.stderr.write(f"marl-run: {err}\n")
                 sys.exit(1)
-        # the return value is what hydra's sweepers optimize
-        return float(summary.get("eval/episode_reward", summary.get("train/episode_reward", 0.0)))
+        # the return value is what hydra's sweepers optimize (the runs' mean for several)
+        summaries = summary if isinstance(summary, list) else [summary]
+        values = [
+            float(s.get("eval/episode_reward", s.get("train/episode_reward", 0.0)))
+            for s in summaries
+        ]
+        return sum(values) / len(values)
 
     run_holding(lock, _main)
 

@@ -151,6 +151,16 @@ class ExperimentConfig:
     sets 1: a smoke run checks that every part runs, and a second pass over the same batch
     checks nothing the first does not (MAPPO's 10 passes over pistonball's 20 pixel views
     were 60 of its debug run's 105 s)."""
+    runs: int = 1
+    """Runs trained together in one process (:mod:`marl.experiment.runs`): ``runs=R`` with
+    ``seed=S`` trains seeds ``S, S+1, ..., S+R-1``, each in its own ordinary run folder
+    ``<save_folder>/seed_<s>/``. On a batched env (VMAS, the native envs) one env of
+    ``R x num_envs`` sub-envs collects for all of them, and on-policy learners (MAPPO, IPPO,
+    PPO...) update as one vmapped update over the runs' stacked parameters; everything else
+    (seeds, evaluation, logs, checkpoints, ``results.json``) stays per run. ``frames_per_batch``,
+    ``num_envs`` and ``total_frames`` are each run's. Needs ``collector=inline``; not with
+    ``--nproc``, recurrent networks, ``marl-league`` or ``marl-tune``. Resume the whole group
+    with ``marl-run --resume <save_folder>``. See ``docs/advanced/distributed.md``."""
 
     # --- evaluation ----------------------------------------------------------
     evaluation: bool = True
@@ -243,6 +253,12 @@ class ExperimentConfig:
         need(self.total_frames >= 1, "total_frames", "an integer >= 1")
         need(self.init_random_frames >= 0, "init_random_frames", "an integer >= 0")
         need(self.max_epochs is None or self.max_epochs >= 1, "max_epochs", "None or >= 1")
+        need(self.runs >= 1, "runs", "an integer >= 1")
+        if self.runs > 1 and self.collector != "inline":
+            raise ValueError(
+                f"experiment.runs={self.runs} trains its runs in this process and needs "
+                f"experiment.collector='inline', got {self.collector!r}: drop one of them"
+            )
         need(self.num_envs is None or self.num_envs >= 1, "num_envs", "None or an integer >= 1")
         need(self.evaluation_interval >= 1, "evaluation_interval", "an integer >= 1")
         need(self.evaluation_episodes >= 1, "evaluation_episodes", "an integer >= 1")

@@ -31,11 +31,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
+from contextlib import nullcontext
 from pathlib import Path
-from typing import Any
-
-import torch
+from typing import TYPE_CHECKING, Any
 
 from marl.algorithms import Algorithm, Trainer, TrainerCallback, compile_report, get_algorithm
 from marl.collectors import BatchCollector
@@ -51,21 +50,16 @@ from marl.experiment.config import (
     config_from_dict,
 )
 from marl.experiment.data_parallel import DataParallel, check_world_size, checked_peers
-from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, StatusOnExit
+from marl.experiment.lifecycle import InterruptGuard, RunInterrupted, StatusOnExit, StopSignal
 from marl.experiment.loggers import Logger
 from marl.experiment.outputs import RunOutputs
 from marl.experiment.parts import (
     TaskFactory,
     build_algorithm,
-    default_num_envs,
     describe_algorithm,
     evaluation_num_envs,
     export_run,
-    make_collector,
-    make_evaluation_env,
     make_task_env,
-    seed_everything,
-    task_evaluator,
 )
 from marl.experiment.progress import ProgressCallback, log_to_stderr
 from marl.experiment.restore import (
@@ -77,8 +71,12 @@ from marl.experiment.restore import (
 )
 from marl.experiment.resume import load_resumable, resume_arguments, write_run_id
 from marl.experiment.runlock import lock_run_folder
+from marl.experiment.trainer_setup import build_trainer
 from marl.export import FORMATS as EXPORT_FORMATS
 from marl.report.results import RunResults
+
+if TYPE_CHECKING:
+    from marl.experiment.runs_hub import RunsHub
 
 __all__ = ["Experiment", "TaskFactory", "evaluation_num_envs"]
 
@@ -185,6 +183,8 @@ class Experiment:
         self.algorithm = build_algorithm(algorithm, algorithm_config, self.model, self.config)
         self._configured = self.algorithm  # the config as given: global batch sizes
         self.data_parallel: DataParallel | None = None  # see use_data_parallel
+        self.runs_hub: RunsHub | None = None  # see use_runs
+        self.run_index = 0
         self.folder = Path(self.config.save_folder or os.getcwd()).resolve()
         self.extra_callbacks = list(callbacks)
         self.trainer: Trainer | None = None
@@ -332,6 +332,12 @@ class Experiment:
         self.algorithm = data_parallel.rank_algorithm(self._configured)
         self.data_parallel = data_parallel
 
+    def use_runs(self, hub: RunsHub, index: int) -> None:
+        """Train as run ``index`` of ``experiment.runs`` runs in one process
+        (:class:`marl.experiment.runs.ExperimentRuns` calls it): ``hub`` collects this run's
+        batches from the runs' shared env and updates it with the others, where it can."""
+        self.runs_hub, self.run_index = hub, index
+
     # -------------------------------------------------------------------- run
     def run(self) -> dict[str, Any]:
         """Train to ``total_frames`` (resuming from ``restore_file`` if set).
@@ -356,6 +362,32 @@ class Experiment:
             ValueError: when ``restore_file`` is a checkpoint of another run.
             RunInterrupted: after SIGINT or SIGTERM (a ``KeyboardInterrupt``).
         """
+        steps = self.steps()
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    def steps(self, stop: StopSignal | None = None) -> Generator[int, None, dict[str, Any]]:
+        """:meth:`run`, one iteration at a time: it yields the frames trained once the run
+        is set up (built, restored, evaluated at 0 frames), then after each iteration, and
+        returns :meth:`run`'s summary. Several runs in one process interleave so.
+
+        Args:
+            stop: an externally owned stop signal (``signum``, ``disarm()``): one guard
+                for every run of the process, whose owner installed the signal handlers
+                (``None``: this run installs its own :class:`InterruptGuard`).
+
+        Raises:
+            ValueError: for ``experiment.runs > 1`` outside
+                :class:`~marl.experiment.runs.ExperimentRuns`.
+        """
+        if self.config.runs > 1 and self.runs_hub is None:
+            raise ValueError(
+                f"experiment.runs={self.config.runs}: an Experiment trains one run; train "
+                "several with marl.experiment.runs.ExperimentRuns (marl-run experiment.runs=N)"
+            )
         restore = load_restore(self._restore_state, self.config.restore_file, self.describe)
         dp = self.data_parallel
         if restore is not None:
@@ -371,11 +403,13 @@ class Experiment:
         # written into it, released however the run ends
         lock = lock_run_folder(self.folder, owner=self)
         try:
-            return self._run(restore)
+            return (yield from self._run(restore, stop))
         finally:
             lock.release()
 
-    def _run(self, restore: RestorePoint | None) -> dict[str, Any]:
+    def _run(
+        self, restore: RestorePoint | None, stop: StopSignal | None
+    ) -> Generator[int, None, dict[str, Any]]:
         import yaml
 
         check_folder(self.folder, restore[0] if restore else None)
@@ -391,11 +425,11 @@ class Experiment:
         description = self.describe()
         (self.folder / "config.yaml").write_text(yaml.safe_dump(description, sort_keys=False))
         self._status("running")
-        guard = InterruptGuard(self.config.stop_timeout_s)
+        guard = InterruptGuard(self.config.stop_timeout_s) if stop is None else None
         status = StatusOnExit(self._status, self._frames, self.folder)
         try:  # checked_peers: an error that a lost data-parallel rank caused names it
-            with status, guard, checked_peers(self.data_parallel, self._status):
-                return self._train(restore, guard, description)
+            with status, guard or nullcontext(), checked_peers(self.data_parallel, self._status):
+                return (yield from self._train(restore, guard or stop, description))
         finally:
             self._close()
 
@@ -412,54 +446,13 @@ class Experiment:
         return self.trainer.frames if self.trainer is not None else self._last_checkpoint
 
     def _setup(self, evaluate: bool, callbacks: list[TrainerCallback]) -> Trainer:
-        """Seed, build the envs, the algorithm, the collector and the trainer."""
-        c, dp = self.config, self.data_parallel
-        if c.num_threads is not None:
-            torch.set_num_threads(c.num_threads)
-        seed = self.seed if dp is None else dp.rank_seed(self.seed)
-        seed_everything(seed)
-        num_envs = default_num_envs(
-            self.config, self.task_name, isinstance(self.task, str), self.algorithm_on_policy()
-        )
-        env = self.make_env(num_envs, seed)
-        self._envs.append(env)
-        eval_env = None
-        if evaluate:
-            eval_env = make_evaluation_env(
-                self.make_env, self.task_name, c, isinstance(self.task, str), self.seed + 1
-            )
-            self._envs.append(eval_env)
-        sync = dp.sync if dp is not None else None
-        self.algorithm.build(
-            env, seed=seed, device=c.train_device, compile=c.compile, gradient_sync=sync
-        )
-        if dp is not None:  # this rank's share of every batch; the trainer counts them all
-            share = dp.rank_frames(c.frames_per_batch, c.total_frames, env.batch_size.numel())
-            c = dataclasses.replace(c, frames_per_batch=share)
-        collector = make_collector(
-            c, env, self.algorithm.policy, lambda n: self.make_env(n, seed), num_envs, seed
-        )
-        if c.collector != "inline":  # worker processes: shut down at the end
-            self._collectors.append(collector)
-        return Trainer(
-            self.algorithm,
-            env,
-            frames_per_batch=collector.frames_per_batch,
-            total_frames=c.total_frames,
-            eval_env=eval_env,
-            eval_interval=c.evaluation_interval,
-            eval_episodes=c.evaluation_episodes,
-            eval_deterministic=c.evaluation_deterministic,
-            # the task file's evaluation (tictactoe: against a random player, both seats)
-            evaluator=task_evaluator(self.task, self.task_name, eval_env),
-            callbacks=callbacks,
-            collector=collector,
-            world_size=dp.world_size if dp is not None else 1,
-        )
+        """Seed, build the envs, the algorithm, the collector and the trainer
+        (:func:`~marl.experiment.trainer_setup.build_trainer`)."""
+        return build_trainer(self, evaluate, callbacks, self._envs, self._collectors)
 
     def _train(
-        self, restore: RestorePoint | None, guard: InterruptGuard, description: dict[str, Any]
-    ) -> dict[str, Any]:
+        self, restore: RestorePoint | None, guard: StopSignal, description: dict[str, Any]
+    ) -> Generator[int, None, dict[str, Any]]:
         c = self.config
         progress = ProgressCallback(bar=c.progress, log_interval_s=c.log_interval_s)
         self.trainer = trainer = self._setup(
@@ -498,6 +491,7 @@ class Experiment:
         if eval_env is not None and trainer.frames == 0 and not stopping():
             # the untrained policy: the first point of every learning curve
             outputs.log_scalars(trainer.evaluate(), 0)
+        yield trainer.frames  # set up: runs sharing a process start their iterations together
         history = []
         run = trainer.train()
         try:
@@ -506,6 +500,7 @@ class Experiment:
                 if logs is None:
                     break
                 history.append(logs)
+                yield trainer.frames
         finally:
             run.close()
         if self.data_parallel is not None and not stopping():

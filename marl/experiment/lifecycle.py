@@ -22,7 +22,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Protocol
 
 __all__ = [
     "STATUSES",
@@ -30,6 +30,7 @@ __all__ = [
     "InterruptGuard",
     "RunInterrupted",
     "StatusOnExit",
+    "StopSignal",
     "held_run",
     "traceback_tail",
 ]
@@ -70,6 +71,17 @@ class RunInterrupted(KeyboardInterrupt):
     def exit_code(self) -> int:
         """``128 + signal number``, the shell's convention for a process ended by a signal."""
         return 128 + self.signum
+
+
+class StopSignal(Protocol):
+    """What a run reads between iterations to know whether to stop: :class:`InterruptGuard`,
+    or one guard's view shared by several runs of one process (``marl.experiment.runs``)."""
+
+    signum: int | None
+    """The signal that asked the run to stop (``None``: go on)."""
+
+    def disarm(self) -> None:
+        """The run reached its stop point; its final checkpoint follows."""
 
 
 class InterruptGuard:

@@ -1,0 +1,187 @@
+"""``experiment.runs``: several seeds trained in one process, each in an ordinary run folder."""
+
+import csv
+import json
+
+import pytest
+import yaml
+
+from marl.experiment import Experiment, ExperimentConfig
+from marl.experiment.runs import ExperimentRuns
+from marl.report import load_results
+from marl.testing import MultiAgentFakeEnv
+
+
+def fake_task(num_envs, seed, device):
+    return MultiAgentFakeEnv(num_envs=num_envs, seed=seed)
+
+
+CONFIG = dict(
+    num_envs=4,
+    frames_per_batch=64,
+    total_frames=192,
+    evaluation_interval=128,
+    evaluation_episodes=2,
+    checkpoint_interval=64,
+    render=False,
+    progress=False,
+)
+
+
+def scalars(folder):
+    with open(folder / "scalars.csv") as f:
+        return [(int(r["frames"]), r["key"], float(r["value"])) for r in csv.DictReader(f)]
+
+
+def test_runs_is_value_checked_naming_the_key():
+    with pytest.raises(ValueError, match=r"experiment\.runs: expected an integer >= 1, got 0"):
+        ExperimentConfig(runs=0).validate()
+    with pytest.raises(
+        ValueError, match=r"experiment\.runs=2 .* needs experiment\.collector='inline'"
+    ):
+        ExperimentConfig(runs=2, collector="sync").validate()
+    exp = Experiment(fake_task, "mappo", config={**CONFIG, "runs": 2}, task_name="fake/task")
+    with pytest.raises(ValueError, match=r"experiment\.runs=2: an Experiment trains one run"):
+        exp.run()
+    with pytest.raises(ValueError, match=r"experiment\.restore_file with experiment\.runs=2"):
+        ExperimentRuns.create(fake_task, config={**CONFIG, "runs": 2, "restore_file": "x.pt"})
+
+
+def test_each_run_writes_an_ordinary_run_folder(tmp_path):
+    single = Experiment(
+        fake_task,
+        "mappo",
+        seed=3,
+        task_name="fake/task",
+        config={**CONFIG, "save_folder": str(tmp_path / "single")},
+    )
+    single.run()
+    runs = ExperimentRuns.create(
+        fake_task,
+        "mappo",
+        seed=3,
+        task_name="fake/task",
+        config={**CONFIG, "runs": 3, "save_folder": str(tmp_path / "runs")},
+    )
+    summaries = runs.run()
+    assert [s["frames"] for s in summaries] == [192] * 3
+    assert runs.hub.shares_collection and runs.hub.stacked  # one env batch, one update
+    assert tuple(runs.hub.env.batch_size) == (12,)
+    meta = json.loads((tmp_path / "runs" / "runs.json").read_text())
+    assert meta["seeds"] == [3, 4, 5] and meta["folders"] == ["seed_3", "seed_4", "seed_5"]
+
+    files = sorted(p.name for p in single.folder.iterdir())
+    rows = scalars(single.folder)
+    for seed in (3, 4, 5):
+        folder = tmp_path / "runs" / f"seed_{seed}"
+        assert sorted(p.name for p in folder.iterdir()) == files
+        assert json.loads((folder / "status.json").read_text())["status"] == "complete"
+        assert yaml.safe_load((folder / "config.yaml").read_text())["seed"] == seed
+        # the same rows as a single run: every (frames, key) once, keyed alike
+        mine = scalars(folder)
+        assert sorted((f, k) for f, k, _ in mine) == sorted((f, k) for f, k, _ in rows)
+    # marl-report's loader reads the folders as it reads single runs': one run per seed
+    table = load_results(
+        [single.folder / "results.json"]
+        + [tmp_path / "runs" / f"seed_{s}" / "results.json" for s in (4, 5)]
+    )
+    assert sorted(r.seed for r in table.runs) == ["seed_3", "seed_4", "seed_5"]
+    assert set(table.absolute) == set(table.runs)  # each with its absolute metric
+    # the runs learn apart: each its own seed, batch and update
+    losses = [
+        [v for f, k, v in scalars(tmp_path / "runs" / f"seed_{s}") if k.endswith("loss_critic")]
+        for s in (3, 4, 5)
+    ]
+    assert losses[0] != losses[1] != losses[2]
+
+
+def test_a_run_learning_on_its_own_is_used_where_stacking_does_not_apply(tmp_path):
+    # SAC's off-policy updates are not stacked: each run updates itself, from the shared batch
+    runs = ExperimentRuns.create(
+        lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed),
+        "masac",
+        seed=0,
+        algorithm_config={"learning_starts": 64, "batch_size": 32},
+        task_name="fake/task",
+        config={**CONFIG, "runs": 2, "save_folder": str(tmp_path), "evaluation": False},
+    )
+    runs.run()
+    assert runs.hub.shares_collection and not runs.hub.stacked
+    for seed in (0, 1):
+        keys = {k for _, k, _ in scalars(tmp_path / f"seed_{seed}")}
+        assert any(k.endswith("loss_actor") for k in keys)
+
+
+def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
+    """A real ``marl-run experiment.runs=2``: SIGKILLed when the runs' newest checkpoints
+    differ, resumed (from the newest frame both have), stopped by SIGTERM, resumed to the end."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("vmas")
+    total = 1600
+    run = [
+        "experiment.runs=2",
+        "seed=3",
+        "+task_overrides.max_steps=50",
+        "experiment.num_envs=4",
+        "experiment.frames_per_batch=200",
+        f"experiment.total_frames={total}",
+        "experiment.checkpoint_interval=400",
+        "experiment.evaluation_interval=400",
+        "experiment.evaluation_episodes=2",
+        "experiment.render=false",
+        "experiment.progress=false",
+    ]
+    folder = tmp_path / "runs"
+    seeds = [folder / "seed_3", folder / "seed_4"]
+
+    def marl_run(*args, fault=None):
+        env = dict(os.environ, OMP_NUM_THREADS="1")
+        env.pop("MARL_TEST_FAULT", None)
+        if fault:
+            env["MARL_TEST_FAULT"] = fault
+        return subprocess.run(
+            [sys.executable, "-m", "marl.experiment", *args],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+
+    def checkpoints(f):
+        return sorted(int(p.stem.split("_")[1]) for p in (f / "checkpoints").glob("checkpoint_*"))
+
+    # 1. SIGKILL after seed_3 renamed its checkpoint at 800 frames, before seed_4 wrote its own
+    proc = marl_run(*run, f"hydra.run.dir={folder}", fault="latest@800")
+    assert proc.returncode == -signal.SIGKILL, proc.stderr[-3000:]
+    assert checkpoints(seeds[0]) == [400, 800] and checkpoints(seeds[1]) == [400]
+
+    # 2. resumed together from 400 frames, the newest both have; SIGTERM during the round
+    #    that ends at 1200: every run stops after that round, with its checkpoint there
+    proc = marl_run("--resume", str(folder), fault="iteration@1200:TERM")
+    assert proc.returncode == 143, proc.stderr[-3000:]
+    assert "from 400 frames, the newest checkpoint every run has" in proc.stderr
+    for f in seeds:
+        st = json.loads((f / "status.json").read_text())
+        assert (st["status"], st["frames"]) == ("interrupted", 1200), (f, st)
+        assert checkpoints(f)[-1] == 1200
+
+    # 3. resumed to the end
+    proc = marl_run("--resume", str(folder))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"]  # no new folder
+    for seed, f in zip((3, 4), seeds):
+        st = json.loads((f / "status.json").read_text())
+        assert (st["status"], st["frames"], st["seed"]) == ("complete", total, seed)
+        pairs = [(frames, key) for frames, key, _ in scalars(f)]
+        assert len(pairs) == len(set(pairs)), "a (frames, key) row is duplicated"
+        trained = sorted(fr for fr, key in pairs if key == "train/agent/loss_objective")
+        assert trained == list(range(200, total + 1, 200))  # every iteration, once
+        evals = sorted(fr for fr, key in pairs if key == "eval/episode_reward")
+        assert evals == [0, 400, 800, 1200, 1600]
+        table = load_results([f / "results.json"])
+        assert [ev.step_count for ev in table.evaluations] == [0, 400, 800, 1200, 1600]
