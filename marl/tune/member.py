@@ -92,6 +92,11 @@ def _experiment(
 
     algorithm, algorithm_config = algorithm_choice(cfg["algorithm"])
     experiment = dict(cfg.get("experiment") or {})
+    if experiment.get("runs", 1) != 1:
+        raise ValueError(
+            f"experiment.runs={experiment['runs']}: marl-tune trains one run per member; "
+            "drop experiment.runs (several runs in one process are marl-run's)"
+        )
     experiment.update(
         save_folder=str(folder),
         evaluation_interval=plan.interval,

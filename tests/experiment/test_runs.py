@@ -45,6 +45,10 @@ def test_runs_is_value_checked_naming_the_key():
         exp.run()
     with pytest.raises(ValueError, match=r"experiment\.restore_file with experiment\.runs=2"):
         ExperimentRuns.create(fake_task, config={**CONFIG, "runs": 2, "restore_file": "x.pt"})
+    with pytest.raises(ValueError, match=r"experiment\.runs=2: recurrent networks"):
+        ExperimentRuns.create(
+            fake_task, model={"network": "gru"}, task_name="fake/task", config={**CONFIG, "runs": 2}
+        )
 
 
 def test_each_run_writes_an_ordinary_run_folder(tmp_path):
