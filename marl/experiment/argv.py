@@ -186,7 +186,7 @@ def folder_of_runs(args: Sequence[str]) -> Path | None:
     items = list(args)
     if "--resume" not in items or items.index("--resume") + 1 >= len(items):
         return None
-    from marl.experiment.runs import RUNS_FILE  # imports torch: only for a resume
+    from marl.experiment.lifecycle import RUNS_FILE
 
     folder = Path(items[items.index("--resume") + 1]).expanduser()
     return folder.resolve() if (folder / RUNS_FILE).is_file() else None

@@ -386,7 +386,8 @@ class Experiment:
         if self.config.runs > 1 and self.runs_hub is None:
             raise ValueError(
                 f"experiment.runs={self.config.runs}: an Experiment trains one run; train "
-                "several with marl.experiment.runs.ExperimentRuns (marl-run experiment.runs=N)"
+                "several with marl.experiment.runs.ExperimentRuns (marl-run experiment.runs=N; "
+                "resume them with --resume <their folder>), or this one alone with runs=1"
             )
         restore = load_restore(self._restore_state, self.config.restore_file, self.describe)
         dp = self.data_parallel

@@ -25,6 +25,7 @@ from types import FrameType, TracebackType
 from typing import Any, Protocol
 
 __all__ = [
+    "RUNS_FILE",
     "STATUSES",
     "STOP_TIMEOUT_S",
     "InterruptGuard",
@@ -48,6 +49,10 @@ after which nothing can write ``status.json`` or release the run folder."""
 # the files whose presence means that a folder holds a run (a fresh hydra run folder
 # already holds .hydra/ and marl-run.log, which do not count)
 RUN_FILES = ("status.json", "scalars.csv", "results.json")
+
+RUNS_FILE = "runs.json"
+"""The file that marks a folder of runs trained together (``experiment.runs``) and lists
+them (:mod:`marl.experiment.runs`)."""
 
 
 class RunInterrupted(KeyboardInterrupt):

@@ -42,7 +42,7 @@ from marl.atomic import atomic_write_json
 from marl.envs.families import batched_family
 from marl.experiment.config import ExperimentConfig, config_from_dict
 from marl.experiment.experiment import Experiment, TaskFactory
-from marl.experiment.lifecycle import InterruptGuard, RunInterrupted
+from marl.experiment.lifecycle import RUNS_FILE, InterruptGuard, RunInterrupted
 from marl.experiment.progress import log_to_stderr
 from marl.experiment.runs_hub import RunsHub
 from marl.serialization import CheckpointError
@@ -56,9 +56,6 @@ __all__ = [
 ]
 
 log = logging.getLogger("marl.experiment")
-
-RUNS_FILE = "runs.json"
-"""The file that marks a folder of runs trained together, and lists them."""
 
 _CHECKPOINT = re.compile(r"^checkpoint_(\d+)\.pt$")
 

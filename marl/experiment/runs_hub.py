@@ -109,7 +109,8 @@ class RunsHub:
         self._make_env = make_env
         self._policies: dict[int, Any] = {}
         self._slices: dict[int, RunSlice] = {}
-        self._setup: tuple[ExperimentConfig, int] | None = None
+        # ((frames_per_batch, init_random_frames, sampling_device), num_envs): every run's
+        self._setup: tuple[tuple[int, int, str], int] | None = None
         self.env: EnvBase | None = None
         self._batches: Iterator[TensorDictBase] | None = None
         self._round: list[TensorDictBase] = []
@@ -139,13 +140,16 @@ class RunsHub:
         """
         if not self.shares_collection:
             raise RuntimeError("this hub's runs step their envs one by one: no shared batch")
-        setup = (config.frames_per_batch, config.init_random_frames, config.sampling_device)
-        if self._setup is not None and (self._setup[0], self._setup[1]) != (setup, num_envs):
+        setup = (
+            (config.frames_per_batch, config.init_random_frames, config.sampling_device),
+            num_envs,
+        )
+        if self._setup is not None and self._setup != setup:
             raise ValueError(
-                f"the runs differ in (frames_per_batch, init_random_frames, sampling_device) "
-                f"or num_envs: {(setup, num_envs)} against {self._setup}"
+                f"the runs differ in ((frames_per_batch, init_random_frames, sampling_device), "
+                f"num_envs): {setup} against {self._setup}"
             )
-        self._setup = (setup, num_envs)  # type: ignore[assignment]
+        self._setup = setup
         self._policies[index] = policy
         frames = math.ceil(config.frames_per_batch / num_envs) * num_envs
         self._slices[index] = RunSlice(self, index, frames)
@@ -158,7 +162,7 @@ class RunsHub:
                 f"the runs' shared env starts once all {self.runs} runs are set up; "
                 f"{len(self._policies)} are"
             )
-        (frames, random_frames, device), num_envs = self._setup  # type: ignore[misc]
+        (frames, random_frames, device), num_envs = self._setup
         self.env = env = self._make_env(self.runs * num_envs)
         if tuple(env.batch_size) != (self.runs * num_envs,):
             raise ValueError(
@@ -167,16 +171,18 @@ class RunsHub:
             )
         policy = RunsPolicy([self._policies[r] for r in range(self.runs)])
         steps = math.ceil(frames / num_envs)
-        self._batches = iter(
-            Collector(
-                env,
-                policy,
-                frames_per_batch=self.runs * num_envs * steps,
-                init_random_frames=self.runs * random_frames,
-                policy_device=device,
-                storing_device=device,
-            )
+        collector = Collector(
+            env,
+            policy,
+            frames_per_batch=self.runs * num_envs * steps,
+            init_random_frames=self.runs * random_frames,
+            policy_device=device,
+            storing_device=device,
         )
+        # the runs' frames so far (restored from their checkpoints): a resumed run's random
+        # warm-up (init_random_frames) is not collected again
+        collector.load_state_dict({"frames": sum(s.frames for s in self._slices.values())})
+        self._batches = iter(collector)
 
     def batch(self, index: int) -> TensorDictBase:
         """Run ``index``'s slice of this round's batch; the first run to ask for a new

@@ -9,7 +9,7 @@ collector and its learning step from the runs' hub (:mod:`marl.experiment.runs_h
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING
+from typing import Any
 
 import torch
 
@@ -24,14 +24,11 @@ from marl.experiment.parts import (
     task_evaluator,
 )
 
-if TYPE_CHECKING:
-    from marl.experiment.experiment import Experiment
-
 __all__ = ["build_trainer"]
 
 
 def build_trainer(
-    exp: Experiment,
+    exp: Any,
     evaluate: bool,
     callbacks: list[TrainerCallback],
     envs: list[EnvBase],
@@ -40,8 +37,9 @@ def build_trainer(
     """Seed, build the envs, the algorithm, the collector and the trainer of ``exp``.
 
     Args:
-        exp: the experiment (its config, seed, task, algorithm, and any data-parallel
-            group or runs' hub it joined).
+        exp: the :class:`~marl.experiment.Experiment` (its config, seed, task,
+            algorithm, and any data-parallel group or runs' hub it joined; typed ``Any``:
+            this module is the experiment's, which it must not import back).
         evaluate: build an evaluation env.
         callbacks: the trainer's callbacks.
         envs: every env built is appended (the experiment closes them at the end), as
