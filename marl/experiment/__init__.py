@@ -10,6 +10,8 @@
 - :meth:`Experiment.resume` (``marl-run --resume <folder>``) continues a run from
   its checkpoint; ``status.json`` ends ``complete``, ``failed`` or ``interrupted``
   (:class:`RunInterrupted` after SIGINT/SIGTERM, with a final checkpoint).
+- :class:`ExperimentRuns` (:mod:`marl.experiment.runs`, ``marl-run experiment.runs=N``)
+  trains ``N`` seeds of one run together in one process, each in its own run folder.
 - :func:`lock_run_folder` (:mod:`marl.experiment.runlock`): one live writer per run
   folder; a run or resume into a live run's folder raises :class:`RunFolderInUse`.
 
@@ -44,12 +46,14 @@ if TYPE_CHECKING:
     from marl.experiment.parts import evaluation_num_envs
     from marl.experiment.progress import ProgressCallback
     from marl.experiment.runlock import RunFolderInUse, check_run_folder, lock_run_folder
+    from marl.experiment.runs import ExperimentRuns
 
 __all__ = [
     "CSVLogger",
     "CheckpointManager",
     "Experiment",
     "ExperimentConfig",
+    "ExperimentRuns",
     "LeagueConfig",
     "Logger",
     "ModelConfig",
