@@ -189,3 +189,47 @@ def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
         assert evals == [0, 400, 800, 1200, 1600]
         table = load_results([f / "results.json"])
         assert [ev.step_count for ev in table.evaluations] == [0, 400, 800, 1200, 1600]
+
+
+def test_the_trainer_learns_through_its_learn_seam():
+    from marl.algorithms import Algorithm, Trainer
+
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    algo = Algorithm("mappo").build(env, seed=0)
+    seen = []
+
+    def learn(batch):
+        seen.append(batch.numel())
+        return algo.process_batch(batch), {"walker/custom": 1.0}
+
+    logs = list(Trainer(algo, env, frames_per_batch=64, total_frames=128, learn=learn).train())
+    assert seen == [64, 64]
+    assert [log["train/walker/custom"] for log in logs] == [1.0, 1.0]
+    assert not any(k.endswith("loss_objective") for log in logs for k in log)
+
+
+def test_a_failing_run_stops_the_others(tmp_path):
+    from marl.algorithms import TrainerCallback
+
+    class FailSecond(TrainerCallback):
+        def on_iteration_end(self, trainer, logs):
+            if trainer.algorithm is runs.experiments[1].algorithm and trainer.frames == 128:
+                raise RuntimeError("boom")
+
+    runs = ExperimentRuns.create(
+        fake_task,
+        "mappo",
+        seed=3,
+        task_name="fake/task",
+        config={**CONFIG, "runs": 3, "save_folder": str(tmp_path)},
+        callbacks=[FailSecond()],
+    )
+    with pytest.raises(RuntimeError, match="boom"):
+        runs.run()
+    statuses = [json.loads((tmp_path / f"seed_{s}" / "status.json").read_text()) for s in (3, 4, 5)]
+    assert [st["status"] for st in statuses] == ["failed"] * 3
+    assert "RuntimeError: boom" in statuses[1]["error"]
+    for st in (statuses[0], statuses[2]):
+        assert "the run seed_4, which failed" in st["error"]
+    for s in (3, 4, 5):  # every folder released
+        assert not (tmp_path / f"seed_{s}" / ".lock").exists()
