@@ -314,16 +314,6 @@ class ExperimentRuns:
             Exception: the first run's failure (the other runs stop, ``failed``).
         """
         first = self.experiments[0]
-        atomic_write_json(
-            self.folder / RUNS_FILE,
-            {
-                "runs": len(self.experiments),
-                "seeds": [e.seed for e in self.experiments],
-                "folders": [os.path.relpath(e.folder, self.folder) for e in self.experiments],
-                "task": first.task_name,
-                "algorithm": first.describe()["algorithm"],
-            },
-        )
         guard = InterruptGuard(first.config.stop_timeout_s, setting="experiment.stop_timeout_s")
         stop = _RoundStop(guard)
         summaries: list[dict[str, Any]] = [{} for _ in self.experiments]
@@ -332,6 +322,7 @@ class ExperimentRuns:
             steps = [exp.steps(stop) for exp in self.experiments]
             active = list(range(len(steps)))
             current: int | None = None  # the run stepping now
+            written = False
             try:
                 while active:
                     stop.latch()  # once per round: every run stops after the same iteration
@@ -348,6 +339,9 @@ class ExperimentRuns:
                             interrupted = err
                             active.remove(i)
                         current = None
+                    if not written:  # every run set up: its folder checked, locked, written
+                        self._write_runs_file()
+                        written = True
             except BaseException as err:
                 others = [j for j in active if j != current and steps[j].gi_frame is not None]
                 self._stop_others(steps, others, err, current)
@@ -357,6 +351,19 @@ class ExperimentRuns:
         if interrupted is not None:
             raise interrupted
         return summaries
+
+    def _write_runs_file(self) -> None:
+        first = self.experiments[0]
+        atomic_write_json(
+            self.folder / RUNS_FILE,
+            {
+                "runs": len(self.experiments),
+                "seeds": [e.seed for e in self.experiments],
+                "folders": [os.path.relpath(e.folder, self.folder) for e in self.experiments],
+                "task": first.task_name,
+                "algorithm": first.describe()["algorithm"],
+            },
+        )
 
     def _stop_others(
         self, steps: list[Any], others: list[int], err: BaseException, failed: int | None

@@ -233,3 +233,13 @@ def test_a_failing_run_stops_the_others(tmp_path):
         assert "the run seed_4, which failed" in st["error"]
     for s in (3, 4, 5):  # every folder released
         assert not (tmp_path / f"seed_{s}" / ".lock").exists()
+
+
+def test_runs_into_a_folder_that_holds_runs_are_refused_untouched(tmp_path):
+    config = {**CONFIG, "runs": 2, "total_frames": 64, "save_folder": str(tmp_path)}
+    ExperimentRuns.create(fake_task, "mappo", seed=0, task_name="fake/task", config=config).run()
+    before = {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()}
+    again = ExperimentRuns.create(fake_task, "ippo", seed=0, task_name="fake/task", config=config)
+    with pytest.raises(FileExistsError, match="already holds a run"):
+        again.run()
+    assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
