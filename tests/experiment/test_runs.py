@@ -243,3 +243,15 @@ def test_runs_into_a_folder_that_holds_runs_are_refused_untouched(tmp_path):
     with pytest.raises(FileExistsError, match="already holds a run"):
         again.run()
     assert {p: p.read_bytes() for p in tmp_path.rglob("*") if p.is_file()} == before
+
+
+def test_host_envs_keep_a_collector_per_run(tmp_path):
+    pytest.importorskip("gymnasium")
+    config = dict(CONFIG, runs=2, num_envs=2, total_frames=128, save_folder=str(tmp_path))
+    runs = ExperimentRuns.create("gymnasium/cartpole", "ppo", seed=0, config=config)
+    assert [s["frames"] for s in runs.run()] == [128, 128]
+    assert not runs.hub.shares_collection and not runs.hub.stacked  # each run on its own
+    for seed in (0, 1):
+        assert json.loads((tmp_path / f"seed_{seed}" / "status.json").read_text())["status"] == (
+            "complete"
+        )
