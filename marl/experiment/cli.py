@@ -535,6 +535,13 @@ def main() -> None:
         # under torchrun (WORLD_SIZE > 1): one rank of a data-parallel run
         runs = getattr(exp, "experiments", None)  # experiment.runs > 1: ExperimentRuns
         c = exp.config if runs is None else runs[0].config
+        if runs is None and c.runs > 1:  # --resume of one folder of runs trained together
+            sys.stderr.write(
+                f"marl-run: {exp.folder} is one of experiment.runs={c.runs} runs trained "
+                f"together: resume them all with marl-run --resume {exp.folder.parent}, or "
+                "this one alone with experiment.runs=1\n"
+            )
+            sys.exit(2)
         with process_group(c.train_device, c.peer_timeout_s) as data_parallel:
             if data_parallel is not None:
                 try:

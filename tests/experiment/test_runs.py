@@ -190,6 +190,12 @@ def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
         table = load_results([f / "results.json"])
         assert [ev.step_count for ev in table.evaluations] == [0, 400, 800, 1200, 1600]
 
+    # 4. one run's folder alone is refused (the runs restart together), with both ways out
+    proc = marl_run("--resume", str(seeds[1]))
+    assert proc.returncode == 2
+    assert f"resume them all with marl-run --resume {folder}" in proc.stderr
+    assert "this one alone with experiment.runs=1" in proc.stderr
+
 
 def test_the_trainer_learns_through_its_learn_seam():
     from marl.algorithms import Algorithm, Trainer
