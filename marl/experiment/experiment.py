@@ -382,6 +382,17 @@ class Experiment:
         Raises:
             ValueError: for ``experiment.runs > 1`` outside
                 :class:`~marl.experiment.runs.ExperimentRuns`.
+
+        Examples:
+            >>> import tempfile
+            >>> from marl.testing import SingleAgentFakeEnv
+            >>> exp = Experiment(
+            ...     lambda num_envs, seed, device: SingleAgentFakeEnv(num_envs=num_envs, seed=seed),
+            ...     "ppo", task_name="fake/single", config=dict(
+            ...         num_envs=4, frames_per_batch=64, total_frames=128, evaluation=False,
+            ...         progress=False, save_folder=tempfile.mkdtemp()))
+            >>> list(exp.steps())  # set up, then each iteration
+            [0, 64, 128]
         """
         if self.config.runs > 1 and self.runs_hub is None:
             raise ValueError(

@@ -80,7 +80,13 @@ class RunInterrupted(KeyboardInterrupt):
 
 class StopSignal(Protocol):
     """What a run reads between iterations to know whether to stop: :class:`InterruptGuard`,
-    or one guard's view shared by several runs of one process (``marl.experiment.runs``)."""
+    or one guard's view shared by several runs of one process (``marl.experiment.runs``).
+
+    Examples:
+        >>> guard: StopSignal = InterruptGuard()
+        >>> guard.signum is None
+        True
+    """
 
     signum: int | None
     """The signal that asked the run to stop (``None``: go on)."""

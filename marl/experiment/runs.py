@@ -389,6 +389,14 @@ def read_runs_file(folder: Path) -> dict[str, Any]:
 
     Raises:
         FileNotFoundError: when ``folder`` has none.
+        ValueError: when it does not list the runs' folders.
+
+    Examples:
+        >>> import tempfile
+        >>> folder = Path(tempfile.mkdtemp())
+        >>> _ = (folder / RUNS_FILE).write_text('{"runs": 2, "folders": ["seed_0", "seed_1"]}')
+        >>> read_runs_file(folder)["folders"]
+        ['seed_0', 'seed_1']
     """
     path = folder / RUNS_FILE
     if not path.is_file():

@@ -49,6 +49,17 @@ class RunSlice:
     run's frames, its state is that count (the shared env restarts from a reset on a
     resume, as a single run's env does), and its policy is the run's own module, so
     there are no weights to send.
+
+    Examples:
+        >>> from marl.testing import SingleAgentFakeEnv
+        >>> hub = RunsHub(2, lambda n: SingleAgentFakeEnv(num_envs=n, seed=0))
+        >>> policy = lambda td: td.set("action", td["observation"][..., :2].clamp(-1, 1))
+        >>> from marl.experiment import ExperimentConfig
+        >>> c = ExperimentConfig(frames_per_batch=8)
+        >>> first, second = (hub.collector(r, policy, c, num_envs=2) for r in range(2))
+        >>> a, b = next(iter(first)), next(iter(second))  # one round: one env step for both
+        >>> a.batch_size, first.frames, tuple(hub.env.batch_size)
+        (torch.Size([2, 4]), 8, (4,))
     """
 
     def __init__(self, hub: RunsHub, index: int, frames_per_batch: int) -> None:
