@@ -333,9 +333,8 @@ class Experiment:
         self.data_parallel = data_parallel
 
     def use_runs(self, hub: RunsHub, index: int) -> None:
-        """Train as run ``index`` of ``experiment.runs`` runs in one process
-        (:class:`marl.experiment.runs.ExperimentRuns` calls it): ``hub`` collects this run's
-        batches from the runs' shared env and updates it with the others, where it can."""
+        """Train as run ``index`` of several in one process (``ExperimentRuns`` calls it):
+        ``hub`` collects its batches and updates it with the others, where it can."""
         self.runs_hub, self.run_index = hub, index
 
     # -------------------------------------------------------------------- run
@@ -370,27 +369,22 @@ class Experiment:
                 return done.value
 
     def steps(self, stop: StopSignal | None = None) -> Generator[int, None, dict[str, Any]]:
-        """:meth:`run`, one iteration at a time: it yields the frames trained once the run
-        is set up (built, restored, evaluated at 0 frames), then after each iteration, and
-        returns :meth:`run`'s summary. Several runs in one process interleave so.
+        """:meth:`run`, one iteration at a time (runs sharing a process interleave so): it
+        yields the frames trained once set up (built, restored, evaluated at 0), then after
+        each iteration, and returns :meth:`run`'s summary.
 
         Args:
-            stop: an externally owned stop signal (``signum``, ``disarm()``): one guard
-                for every run of the process, whose owner installed the signal handlers
-                (``None``: this run installs its own :class:`InterruptGuard`).
+            stop: one stop signal for all runs of the process (``None``: its own guard).
 
         Raises:
-            ValueError: for ``experiment.runs > 1`` outside
-                :class:`~marl.experiment.runs.ExperimentRuns`.
+            ValueError: for ``experiment.runs > 1`` outside ``ExperimentRuns``.
 
         Examples:
             >>> import tempfile
             >>> from marl.testing import SingleAgentFakeEnv
-            >>> exp = Experiment(
-            ...     lambda num_envs, seed, device: SingleAgentFakeEnv(num_envs=num_envs, seed=seed),
-            ...     "ppo", task_name="fake/single", config=dict(
-            ...         num_envs=4, frames_per_batch=64, total_frames=128, evaluation=False,
-            ...         progress=False, save_folder=tempfile.mkdtemp()))
+            >>> exp = Experiment(lambda num_envs, seed, device: SingleAgentFakeEnv(num_envs=4),
+            ...     "ppo", task_name="fake/single", config=dict(num_envs=4, frames_per_batch=64,
+            ...     total_frames=128, evaluation=False, save_folder=tempfile.mkdtemp()))
             >>> list(exp.steps())  # set up, then each iteration
             [0, 64, 128]
         """
