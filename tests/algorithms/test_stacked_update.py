@@ -109,6 +109,10 @@ def test_bad_input_is_refused():
     other = Algorithm("mappo", {**SETTINGS, "epochs": 3}).build(env)
     with pytest.raises(ValueError, match="differ in epochs"):
         StackedOnPolicy([*updaters, dict(other.group_learners())[label].updater])
+    # a run's Adam may differ in its rates (a StackedAdam then), in nothing else
+    updaters[1].optimizer.param_groups[0]["eps"] = 1e-5
+    with pytest.raises(ValueError, match=r"differ in param group 0's \['eps'\]"):
+        StackedOnPolicy(updaters)
 
 
 def test_each_run_acts_on_its_own_sub_envs():

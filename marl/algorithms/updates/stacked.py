@@ -40,6 +40,7 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
+from marl.algorithms.updates.stacked_adam import StackedAdam
 
 __all__ = ["StackedOnPolicy"]
 
@@ -136,6 +137,7 @@ class StackedOnPolicy:
         self._keys = list(first.loss.in_keys)
         self._losses = [u.loss for u in updaters]
         self._optimizers = [u.optimizer for u in updaters]
+        self._names = [{id(p): n for n, p in loss.named_parameters()} for loss in self._losses]
         self.params, self.buffers = stack_module_state(self._losses)
         template = copy.deepcopy(first.loss).to("meta")
         self._loss_sum = _Method(template, _loss_sum)
@@ -149,12 +151,34 @@ class StackedOnPolicy:
     def _stacked_optimizer(
         self, updaters: Sequence[OnPolicyUpdater]
     ) -> tuple[torch.optim.Optimizer, list[list[str]]]:
-        """The first run's optimizer class and param groups, over the stacked parameters."""
+        """The first run's optimizer class and param groups, over the stacked parameters.
+
+        Runs whose Adams differ in their groups' learning rates (a population's members)
+        get a :class:`~marl.algorithms.updates.StackedAdam`, which steps each run with its
+        own rate; runs with the same rates keep the first run's optimizer class (torch's
+        fused Adam), whose one rate per group then is every run's.
+        """
         opt = updaters[0].optimizer
         for u in updaters[1:]:
             if type(u.optimizer) is not type(opt) or u.optimizer.defaults != opt.defaults:
                 raise ValueError("the runs' optimizers differ in type or hyperparameters")
-        names = {id(p): n for n, p in self._losses[0].named_parameters()}
+            for g, (mine, first) in enumerate(zip(u.optimizer.param_groups, opt.param_groups)):
+                differ = sorted(
+                    k for k in first if k not in ("params", "lr") and mine.get(k) != first[k]
+                )
+                if differ:
+                    raise ValueError(
+                        f"the runs' optimizers differ in param group {g}'s {differ}: only the "
+                        "learning rate may differ between stacked runs"
+                    )
+        if any(
+            float(u.optimizer.param_groups[g]["lr"]) != float(group["lr"])
+            for u in updaters[1:]
+            for g, group in enumerate(opt.param_groups)
+        ):
+            adam = StackedAdam.from_runs(self._optimizers, self._names, self.params)
+            return adam, [list(group["param_names"]) for group in adam.param_groups]
+        names = self._names[0]
         groups, param_groups = [], []
         for group in opt.param_groups:
             group_names = [names[id(p)] for p in group["params"]]
@@ -287,6 +311,12 @@ class StackedOnPolicy:
         stacked optimizer state (Adam's ``exp_avg``, ``exp_avg_sq``, ``step``) into its own
         optimizer, so that a run's checkpoint holds what its own updater would. :meth:`update`
         ends with it; call it after changing :attr:`params` in place."""
+        if isinstance(self.optimizer, StackedAdam):  # runs with their own rates
+            for r, loss in enumerate(self._losses):
+                for name, p in loss.named_parameters():
+                    p.copy_(self.params[name][r])
+            self.optimizer.write_to_runs(self._optimizers, self._names)
+            return
         for r, (loss, opt) in enumerate(zip(self._losses, self._optimizers)):
             for name, p in loss.named_parameters():
                 stacked = self.params[name]

@@ -14,7 +14,7 @@ optimizers (their param groups, rates and moments), and
 run's slice of the moments back into its own optimizer, so that each run checkpoints
 and resumes as if it had trained alone. Both are what a stacked updater needs
 (:class:`~marl.algorithms.updates.StackedOffPolicy` uses them;
-:class:`~marl.algorithms.updates.StackedOnPolicy` can).
+:class:`~marl.algorithms.updates.StackedOnPolicy` too, for runs whose rates differ).
 """
 
 from __future__ import annotations
