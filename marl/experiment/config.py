@@ -155,8 +155,9 @@ class ExperimentConfig:
     """Runs trained together in one process (:mod:`marl.experiment.runs`): ``runs=R`` with
     ``seed=S`` trains seeds ``S, S+1, ..., S+R-1``, each in its own ordinary run folder
     ``<save_folder>/seed_<s>/``. On a batched env (VMAS, the native envs) one env of
-    ``R x num_envs`` sub-envs collects for all of them, and on-policy learners (MAPPO, IPPO,
-    PPO...) update as one vmapped update over the runs' stacked parameters; everything else
+    ``R x num_envs`` sub-envs collects for all of them, and the learners (on-policy: MAPPO,
+    IPPO, PPO...; off-policy: SAC, DDPG, TD3, DQN, QMIX...) update as one vmapped update
+    over the runs' stacked parameters; everything else
     (seeds, evaluation, logs, checkpoints, ``results.json``) stays per run. ``frames_per_batch``,
     ``num_envs`` and ``total_frames`` are each run's. Needs ``collector=inline``; not with
     ``--nproc``, recurrent networks, ``marl-league`` or ``marl-tune``. Resume the whole group

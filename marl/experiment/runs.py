@@ -5,7 +5,7 @@
 :class:`~marl.experiment.Experiment` writing an ordinary run folder; together they share
 what one process can share (:mod:`marl.experiment.runs_hub`): one env batch of
 ``R x num_envs`` sub-envs on the batched families (VMAS, the native envs), and one
-stacked update of all runs' on-policy learners. The layout::
+stacked update of all runs' learners (on- and off-policy). The layout::
 
     <save_folder>/
         runs.json        {"runs": R, "seeds": [S, ...], "folders": ["seed_S", ...], ...}

@@ -12,10 +12,12 @@ two parts of its trainer, and nothing else:
   (PettingZoo, Gymnasium: stepped one by one on the host) keep a collector per run.
 - its **learning step** (the :class:`~marl.algorithms.Trainer`'s ``learn``), where every
   group of every run learns with a plain :class:`~marl.algorithms.updates.OnPolicyUpdater`
-  (no sequences, gradient sync or compile): one
-  :class:`~marl.algorithms.updates.stacked.StackedOnPolicy` per group processes and
-  updates all runs' batches of the round at once, when the first run learns, and each run
-  gets its own processed batch and logs. Otherwise each run updates on its own.
+  (no sequences) or :class:`~marl.algorithms.updates.OffPolicyUpdater` (no slice replay),
+  without gradient sync or compile: one :class:`~marl.algorithms.updates.StackedOnPolicy`
+  or :class:`~marl.algorithms.updates.StackedOffPolicy` per group processes and updates
+  all runs' batches of the round at once, when the first run learns, and each run gets its
+  own processed batch and logs. Otherwise (HAPPO's joint update, recurrent replay...)
+  each run updates on its own.
 
 Lockstep is what makes this exact: the runs' batches of a round are all collected
 before any run updates, and every run updates once per round.
@@ -33,9 +35,14 @@ from tensordict import TensorDictBase
 from marl.algorithms import Algorithm
 from marl.algorithms.runs import RunsPolicy, split_runs
 from marl.algorithms.trainer import Learn
-from marl.algorithms.updates import OnPolicyUpdater
-from marl.algorithms.updates.stacked import StackedOnPolicy
+from marl.algorithms.updates import (
+    OffPolicyUpdater,
+    OnPolicyUpdater,
+    StackedOffPolicy,
+    StackedOnPolicy,
+)
 from marl.collectors import Collector
+from marl.data import SliceSampler
 from marl.envs.common import EnvBase
 from marl.experiment.config import ExperimentConfig
 
@@ -128,7 +135,7 @@ class RunsHub:
         self._taken: set[int] = set(range(runs))  # nothing collected yet
         self._algorithms: dict[int, Algorithm] = {}
         self._seeds: dict[int, int] = {}
-        self._stacks: dict[str, StackedOnPolicy] | None = None
+        self._stacks: dict[str, StackedOnPolicy | StackedOffPolicy] | None = None
         self._learned: list[tuple[TensorDictBase, dict[str, float]]] | None = None
         self._learners_left: set[int] = set()
 
@@ -136,6 +143,12 @@ class RunsHub:
     def stacked(self) -> bool:
         """Whether the runs update as one stacked update (known after the first update)."""
         return self._stacks is not None
+
+    @property
+    def stacks(self) -> dict[str, StackedOnPolicy | StackedOffPolicy]:
+        """The stacked update of each group, by label (empty before the first update, or
+        where the runs update on their own)."""
+        return dict(self._stacks or {})
 
     # -------------------------------------------------------------- collection
     def collector(
@@ -224,7 +237,7 @@ class RunsHub:
         ``None`` (the trainer's default: the run updates on its own).
 
         Stacking applies when every run shares the env batch and every group of every
-        run learns with a plain :class:`~marl.algorithms.updates.OnPolicyUpdater`.
+        run learns with an updater :func:`stackable` accepts.
         """
         self._algorithms[index] = algorithm
         self._seeds[index] = seed
@@ -258,18 +271,23 @@ class RunsHub:
             # start from the runs' parameters and optimizer states
             # (their minibatch orders seeded by run, group and frames: a resumed run does
             # not replay the orders of its first updates)
-            self._stacks = {
-                label: StackedOnPolicy(
-                    [a.learners[label].updater for a in algorithms],
-                    [
-                        torch.Generator().manual_seed(
-                            _generator_seed(self._seeds[r], g, self._slices[r].frames)
-                        )
-                        for r in range(self.runs)
-                    ],
+            self._stacks = {}
+            for g, (label, learner) in enumerate(algorithms[0].group_learners()):
+                updaters = [a.learners[label].updater for a in algorithms]
+                generators = [
+                    torch.Generator().manual_seed(
+                        _generator_seed(self._seeds[r], g, self._slices[r].frames)
+                    )
+                    for r in range(self.runs)
+                ]
+                # on-policy: the generators order each run's minibatches; off-policy: they
+                # draw each run's replay samples (its buffer's sampler)
+                stack_type = (
+                    StackedOffPolicy
+                    if isinstance(learner.updater, OffPolicyUpdater)
+                    else StackedOnPolicy
                 )
-                for g, (label, _) in enumerate(algorithms[0].group_learners())
-            }
+                self._stacks[label] = stack_type(updaters, generators)
         device = algorithms[0].device
         data = torch.stack(self._round).to(device)
         for stack in self._stacks.values():  # in group order, as Algorithm.process_batch
@@ -293,7 +311,9 @@ def _generator_seed(seed: int, group: int, frames: int) -> int:
 
 def stackable(algorithm: Algorithm) -> bool:
     """Whether every group of ``algorithm`` learns with a plain on-policy updater that
-    :class:`~marl.algorithms.updates.stacked.StackedOnPolicy` can stack.
+    :class:`~marl.algorithms.updates.StackedOnPolicy` can stack, or a plain off-policy one
+    that :class:`~marl.algorithms.updates.StackedOffPolicy` can (single transitions: no
+    recurrent slice replay), without gradient sync or compile.
 
     Examples:
         >>> from marl.testing import MultiAgentFakeEnv
@@ -301,11 +321,19 @@ def stackable(algorithm: Algorithm) -> bool:
         True
         >>> from marl.testing import SingleAgentFakeEnv
         >>> stackable(Algorithm("sac").build(SingleAgentFakeEnv(num_envs=2), seed=0))
+        True
+        >>> stackable(Algorithm("happo").build(MultiAgentFakeEnv(num_envs=2), seed=0))
         False
     """
     for _, learner in algorithm.group_learners():
         u = learner.updater
-        if type(u) is not OnPolicyUpdater or u.sequence_length is not None:
+        if type(u) is OnPolicyUpdater:
+            if u.sequence_length is not None:
+                return False
+        elif type(u) is OffPolicyUpdater:
+            if isinstance(u.buffer.sampler, SliceSampler):
+                return False
+        else:
             return False
         if u.gradient_step.sync is not None or u.gradient_step.compiled:
             return False

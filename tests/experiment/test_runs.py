@@ -99,8 +99,8 @@ def test_each_run_writes_an_ordinary_run_folder(tmp_path):
     assert losses[0] != losses[1] != losses[2]
 
 
-def test_a_run_learning_on_its_own_is_used_where_stacking_does_not_apply(tmp_path):
-    # SAC's off-policy updates are not stacked: each run updates itself, from the shared batch
+def test_off_policy_runs_update_as_one_stack_each_with_its_own_buffer(tmp_path):
+    # MASAC's updates are stacked (StackedOffPolicy): a replay buffer, targets and Adam per run
     runs = ExperimentRuns.create(
         lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed),
         "masac",
@@ -110,10 +110,34 @@ def test_a_run_learning_on_its_own_is_used_where_stacking_does_not_apply(tmp_pat
         config={**CONFIG, "runs": 2, "save_folder": str(tmp_path), "evaluation": False},
     )
     runs.run()
+    assert runs.hub.shares_collection and runs.hub.stacked
+    assert {type(s).__name__ for s in runs.hub.stacks.values()} == {"StackedOffPolicy"}
+    algorithms = [e.algorithm for e in runs.experiments]
+    for label, _ in algorithms[0].group_learners():
+        buffers = [a.learners[label].updater.buffer for a in algorithms]
+        assert buffers[0] is not buffers[1] and len(buffers[0]) == len(buffers[1]) == 192
+    losses = []
+    for seed in (0, 1):
+        rows = scalars(tmp_path / f"seed_{seed}")
+        losses.append([v for _, k, v in rows if k.endswith("loss_actor")])
+        assert losses[-1]
+    assert losses[0] != losses[1]  # each run its own networks and samples
+
+
+def test_a_run_learning_on_its_own_is_used_where_stacking_does_not_apply(tmp_path):
+    # HAPPO's joint update (its agents' turns) is not stacked: each run updates itself
+    runs = ExperimentRuns.create(
+        lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed),
+        "happo",
+        seed=0,
+        task_name="fake/task",
+        config={**CONFIG, "runs": 2, "save_folder": str(tmp_path), "evaluation": False},
+    )
+    runs.run()
     assert runs.hub.shares_collection and not runs.hub.stacked
     for seed in (0, 1):
         keys = {k for _, k, _ in scalars(tmp_path / f"seed_{seed}")}
-        assert any(k.endswith("loss_actor") for k in keys)
+        assert any(k.endswith("loss_objective") for k in keys)
 
 
 def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
