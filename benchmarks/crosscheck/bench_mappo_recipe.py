@@ -24,7 +24,7 @@ With ``--workload default`` the marl variants run marl's default ``marl-run`` in
 outputs are set) and ``torchrl`` is not run.
 
 Each run records its process wall time (start to exit, imports and compilation
-included), the load average before and after, marl's ``time/collect`` and
+included), its CPU time (user + system, worker processes included), the load average before and after, marl's ``time/collect`` and
 ``time/update`` sums from ``scalars.csv`` (the TorchRL script's own timers), frames/s
 (frames over the wall time), the ratio to the TorchRL run of the same round, and the
 training return of the last 5 batches. Everything goes to ``--out``/results.json and a
@@ -38,6 +38,7 @@ import csv
 import importlib.util
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -95,6 +96,16 @@ ALL = ("torchrl", *VARIANTS)
 def loadavg() -> float:
     """The 1-minute load average (the machine is shared: every figure carries it)."""
     return os.getloadavg()[0]
+
+
+def child_cpu() -> float:
+    """CPU seconds (user + system) of every finished child process, their workers included.
+
+    On a shared machine the CPU time of a one-thread run moves less with the load than its
+    wall time; an async run's is the sum of its learner's and its worker's.
+    """
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def vmas_path(out: Path) -> Path:
@@ -173,10 +184,12 @@ def run_one(variant: str, args: argparse.Namespace, out: Path, tag: str) -> dict
             env["TORCHINDUCTOR_CACHE_DIR"] = str(cache)
     log = out / f"{tag}.log"
     load_before = loadavg()
+    cpu_before = child_cpu()
     start = time.perf_counter()
     with open(log, "w") as f:
         proc = subprocess.run(cmd, env=env, stdout=f, stderr=subprocess.STDOUT, cwd=out)
     wall = time.perf_counter() - start
+    cpu = child_cpu() - cpu_before
     load_after = loadavg()
     if proc.returncode:
         raise RuntimeError(f"{variant} failed (exit {proc.returncode}); see {log}")
@@ -190,6 +203,7 @@ def run_one(variant: str, args: argparse.Namespace, out: Path, tag: str) -> dict
         "variant": variant,
         "command": " ".join(cmd),
         "wall_s": wall,
+        "cpu_s": cpu,
         "frames_per_s": stats["frames"] / wall,
         "load_before": load_before,
         "load_after": load_after,
@@ -225,17 +239,19 @@ def round_order(variants: list[str], rnd: int) -> list[str]:
 def table(results: list[dict]) -> str:
     """One markdown row per run, with the ratio to the TorchRL run of the same round."""
     lines = [
-        "| round | variant | wall s | collect s | update s | frames/s | / TorchRL | "
+        "| round | variant | wall s | CPU s | collect s | update s | frames/s | / TorchRL | "
         "return (last 5) | load before, after |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         base = [
             x["wall_s"] for x in results if x["round"] == r["round"] and x["variant"] == "torchrl"
         ]
         ratio = f"{r['wall_s'] / base[0]:.2f}x" if base else "-"
+        cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-"  # older results have none
         lines.append(
-            f"| {r['round']} | {r['variant']} | {r['wall_s']:.1f} | {r['collect_s']:.1f} | "
+            f"| {r['round']} | {r['variant']} | {r['wall_s']:.1f} | {cpu} | "
+            f"{r['collect_s']:.1f} | "
             f"{r['update_s']:.1f} | {r['frames_per_s']:,.0f} | {ratio} | "
             f"{r['final_return']:.3f} | {r['load_before']:.1f}, {r['load_after']:.1f} |"
         )
@@ -255,7 +271,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default="bench_mappo_recipe_out", help="run folders and results")
+    p.add_argument(
+        "--table-only",
+        action="store_true",
+        help="print the table of --out/results.json, run nothing",
+    )
     args = p.parse_args(argv)
+    if args.table_only:
+        print(table(json.loads((Path(args.out) / "results.json").read_text())))
+        return 0
     variants = [v for v in args.variants.split(",") if v]
     unknown = [v for v in variants if v not in ALL]
     if unknown:
@@ -276,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
             r["round"] = rnd
             results.append(r)
             print(
-                f"  wall {r['wall_s']:.1f}s, collect {r['collect_s']:.1f}s, update "
+                f"  wall {r['wall_s']:.1f}s, CPU {r['cpu_s']:.1f}s, collect {r['collect_s']:.1f}s, update "
                 f"{r['update_s']:.1f}s, return {r['final_return']:.3f} "
                 f"(load {r['load_before']:.2f} -> {r['load_after']:.2f})",
                 flush=True,
