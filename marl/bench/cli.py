@@ -44,6 +44,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--algorithms", help="only these of the suite's algorithms (comma-separated)")
     p.add_argument("--tasks", help="only these of the suite's tasks (comma-separated)")
     p.add_argument("--seeds", type=int, help="only the first N of the suite's seeds")
+    p.add_argument(
+        "--vectorize-seeds",
+        action="store_true",
+        help="train the consecutive seeds of each algorithm x task in one process "
+        "(marl-run experiment.runs=R seed=S, in OUTPUT/<algorithm>/<task>/): one job per "
+        "group instead of one per seed, the same seed folders",
+    )
     p.add_argument("--dry-run", action="store_true", help="print the runs and what would happen")
     p.add_argument("--report", action="store_true", help="run marl-report on OUTPUT at the end")
     p.add_argument(
@@ -81,17 +88,28 @@ def _list() -> None:
         print(f"{name:16s} {runs:4d} runs  {suite.description.splitlines()[0]}")
 
 
-def _dry_run(suite: Any, output: Path, overrides: Sequence[str]) -> None:
+def _dry_run(suite: Any, output: Path, overrides: Sequence[str], vectorize: bool) -> None:
     from marl.bench.runner import plan_runs
 
-    plan = plan_runs(suite, output, overrides)
+    plan = plan_runs(
+        suite,
+        output,
+        overrides,
+        vectorize_seeds=vectorize,
+        on_message=lambda line: print(f"marl-bench: {line}"),
+    )
+    shown: list[Any] = []
     for p in plan:
         print(f"[{p.action}] {p.run.name} -> {p.folder}")
-        if p.job is not None:
+        if p.job is not None and p.job in shown:  # a group's command, printed at its first seed
+            print(f"    (the same job as above: {p.job.name})")
+        elif p.job is not None:
+            shown.append(p.job)
             print(f"    {shlex.join(p.job.command)}")
+    jobs = f" in {len(shown)} jobs" if vectorize else ""
     counts = {a: sum(p.action == a for p in plan) for a in ("run", "restart", "resume", "skip")}
     print(f"{len(plan)} runs: {counts['run']} to run, {counts['restart']} to restart, "
-          f"{counts['resume']} to resume, {counts['skip']} complete")  # fmt: skip
+          f"{counts['resume']} to resume, {counts['skip']} complete{jobs}")  # fmt: skip
 
 
 def _subset(suite: Any, field: str, wanted: str | None) -> Any:
@@ -133,7 +151,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             suite = dataclasses.replace(suite, seeds=suite.seeds[: args.seeds])
         output = Path(args.output or Path("bench_runs") / Path(suite.name).stem)
         if args.dry_run:
-            _dry_run(suite, output, args.overrides)
+            _dry_run(suite, output, args.overrides, args.vectorize_seeds)
             return 0
         summary = run_suite(
             suite,
@@ -145,6 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             progress=not args.quiet,
             baselines=not args.no_baselines,
             on_message=lambda line: print(f"marl-bench: {line}", flush=True),
+            vectorize_seeds=args.vectorize_seeds,
         )
     except ImportError as err:
         print(f"marl-bench: {err}", file=sys.stderr)

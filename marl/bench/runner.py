@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.bench.launchers import Job, JobResult, launch, require_launcher
-from marl.bench.suite import Run, Suite, load_suite
+from marl.bench.suite import Run, Suite, dir_override, load_suite
 
 __all__ = [
     "BenchSummary",
@@ -51,7 +51,6 @@ DEFAULT_RUNNER = (sys.executable, "-m", "marl.experiment")
 STATUS_FILE = "status.json"
 CHECKPOINT = Path("checkpoints") / "latest.pt"
 LOG_FILE = "run.log"
-_SAFE = re.compile(r"^[\w./:+@-]+$")
 _NUMBERED = re.compile(r"^checkpoint_(\d+)\.pt$")
 # what an experiment leaves in its folder; the first three mean "this folder holds a run"
 # for the experiment runner (marl.experiment.lifecycle.RUN_FILES), which then refuses it
@@ -93,20 +92,17 @@ class PlannedRun:
         folder: the run's folder.
         action: ``"skip"`` (complete), ``"resume"`` (checkpoint present), ``"restart"``
             (outputs but no checkpoint: they are removed, then it runs) or ``"run"``.
-        job: the subprocess to launch (``None`` when skipped).
+        job: the subprocess to launch (``None`` when skipped); with
+            ``--vectorize-seeds`` the runs of a group share one job.
+        group: the folder of runs that trains this run with others in one job
+            (:mod:`marl.bench.seed_groups`), else ``None``.
     """
 
     run: Run
     folder: Path
     action: str
     job: Job | None
-
-
-def _dir_override(key: str, path: Path) -> str:
-    text = path.as_posix()
-    if not _SAFE.match(text):
-        text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
-    return f"{key}={text}"
+    group: Path | None = None
 
 
 def plan_runs(
@@ -114,6 +110,9 @@ def plan_runs(
     output: str | Path,
     overrides: Sequence[str] = (),
     runner: Sequence[str] | None = None,
+    *,
+    vectorize_seeds: bool = False,
+    on_message: Callable[[str], None] | None = None,
 ) -> list[PlannedRun]:
     """Expand a suite into runs and decide, from their folders, what each needs.
 
@@ -122,6 +121,9 @@ def plan_runs(
         output: the benchmark folder.
         overrides: hydra overrides added to every run (they win over the suite's).
         runner: the command prefix (default: ``python -m marl.experiment``).
+        vectorize_seeds: the seeds of a run that can train together share one job
+            (``experiment.runs``, see :mod:`marl.bench.seed_groups`).
+        on_message: called with a line for each group that falls back to separate jobs.
 
     Examples:
         >>> import tempfile
@@ -136,7 +138,7 @@ def plan_runs(
     plan = []
     for run in suite.runs(overrides):
         folder = output / run.relpath
-        command = [*prefix, *run.overrides, _dir_override("hydra.run.dir", folder)]
+        command = [*prefix, *run.overrides, dir_override("hydra.run.dir", folder)]
         if _is_complete(read_status(folder), run.total_frames):
             plan.append(PlannedRun(run, folder, "skip", None))
             continue
@@ -144,12 +146,27 @@ def plan_runs(
         checkpoint = _checkpoint(folder)
         if checkpoint is not None:
             action = "resume"
-            command.append(_dir_override("experiment.restore_file", checkpoint))
+            if _trained_in_group(folder):  # it resumes alone, not with its group
+                command.append("experiment.runs=1")
+            command.append(dir_override("experiment.restore_file", checkpoint))
         elif any((folder / name).exists() for name in RUN_OUTPUTS):
             action = "restart"
         job = Job(run.name, folder, tuple(command), folder / LOG_FILE, action)
         plan.append(PlannedRun(run, folder, action, job))
+    if vectorize_seeds:
+        from marl.bench.seed_groups import group_plan
+
+        plan = group_plan(plan, prefix, on_message or (lambda line: None), LOG_FILE)
     return plan
+
+
+def _trained_in_group(folder: Path) -> bool:
+    """Whether ``folder`` is one of the runs that its parent's ``runs.json`` lists."""
+    try:
+        data = json.loads((folder.parent / "runs.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return isinstance(data, dict) and folder.name in (data.get("folders") or [])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,8 +178,10 @@ class Outcome:
         folder: its folder.
         action: ``"skip"``, ``"resume"``, ``"restart"`` or ``"run"``.
         status: ``"done"``, ``"skipped"`` or ``"failed"``.
-        wall_s: seconds the run took in this call (0 when skipped).
+        wall_s: seconds the run took in this call (0 when skipped); for a run trained
+            in a group, the group's job's (the same for each of its seeds).
         reason: why it failed (empty otherwise).
+        group: the folder of runs of its group (``--vectorize-seeds``), else ``None``.
     """
 
     run: Run
@@ -171,11 +190,12 @@ class Outcome:
     status: str
     wall_s: float = 0.0
     reason: str = ""
+    group: Path | None = None
 
     @property
     def log(self) -> Path:
-        """The run's log file."""
-        return self.folder / LOG_FILE
+        """The run's log file (its group's, for a run trained in a group)."""
+        return (self.group or self.folder) / LOG_FILE
 
     def log_tail(self, lines: int = 20) -> str:
         """The last ``lines`` lines of the run's log (empty when there is none)."""
@@ -231,8 +251,11 @@ def _outcome(planned: PlannedRun, result: JobResult) -> Outcome:
     elif not _is_complete(status, planned.run.total_frames):
         reason = f"exited 0 but {STATUS_FILE} is {status!r}, not complete"
     else:
-        return Outcome(planned.run, planned.folder, planned.action, "done", result.wall_s)
-    return Outcome(planned.run, planned.folder, planned.action, "failed", result.wall_s, reason)
+        reason = ""
+    status = "failed" if reason else "done"
+    return Outcome(
+        planned.run, planned.folder, planned.action, status, result.wall_s, reason, planned.group
+    )
 
 
 @dataclasses.dataclass
@@ -279,11 +302,22 @@ class BenchSummary:
         return not self.failed
 
     def table(self) -> str:
-        """A plain-text table: one row per run, then the totals."""
-        rows = [("algorithm", "task", "seed", "action", "status", "wall")]
+        """A plain-text table: one row per run, then the totals.
+
+        Each seed of a group (``--vectorize-seeds``) has its own row, its status read
+        from its own folder; a ``group`` column then names the group's folder of runs
+        (``-`` for a run of its own), and ``wall`` is the group's one job's.
+        """
+        grouped = any(o.group is not None for o in self.outcomes)
+        head = ("algorithm", "task", "seed", "action", "status", "wall")
+        rows = [(*head, "group") if grouped else head]
         for o in self.outcomes:
             wall = f"{o.wall_s:.1f}s" if o.status != "skipped" else "-"
-            rows.append((o.run.algorithm, o.run.task, str(o.run.seed), o.action, o.status, wall))
+            row = (o.run.algorithm, o.run.task, str(o.run.seed), o.action, o.status, wall)
+            if grouped:
+                group = "-" if o.group is None else o.group.relative_to(self.output).as_posix()
+                row = (*row, group)
+            rows.append(row)
         widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
         lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
         lines.insert(1, "  ".join("-" * w for w in widths))
@@ -291,6 +325,8 @@ class BenchSummary:
             f"{len(self.done)} done, {len(self.skipped)} skipped, {len(self.failed)} failed "
             f"of {len(self.outcomes)} runs in {self.wall_s:.1f}s"
         )
+        if grouped:
+            lines.append("a group's seeds trained together in one job; wall is that job's")
         return "\n".join(lines)
 
 
@@ -306,6 +342,7 @@ def run_suite(
     runner: Sequence[str] | None = None,
     baselines: bool = True,
     on_message: Callable[[str], None] | None = None,
+    vectorize_seeds: bool = False,
 ) -> BenchSummary:
     """Run every run of a suite that is not complete yet.
 
@@ -323,6 +360,9 @@ def run_suite(
             ``OUTPUT/baselines.json`` first (entries already there are reused).
         on_message: called with each line of ``BenchSummary.messages`` as it happens
             (before the runs start), e.g. ``print``.
+        vectorize_seeds: train the consecutive seeds of a run together in one job
+            (``marl-run experiment.runs=R seed=S``, :mod:`marl.bench.seed_groups`); the
+            seeds' folders are those of separate jobs.
 
     Returns:
         The :class:`BenchSummary`; ``summary.ok`` is ``False`` if any run failed.
@@ -349,13 +389,16 @@ def run_suite(
         suite = load_suite(suite)
     output = Path(output).resolve()
     output.mkdir(parents=True, exist_ok=True)
-    plan = plan_runs(suite, output, overrides, runner)
     messages: list[str] = []
 
     def message(line: str) -> None:
         messages.append(line)
         if on_message is not None:
             on_message(line)
+
+    plan = plan_runs(
+        suite, output, overrides, runner, vectorize_seeds=vectorize_seeds, on_message=message
+    )
 
     if suite.references:
         from marl.report.references import REFERENCES_FILENAME, write_references
@@ -378,6 +421,13 @@ def run_suite(
         except Exception as err:  # e.g. inside a running hydra app: the runs matter more
             message(f"baselines not computed: {type(err).__name__}: {err}")
     todo = [p for p in plan if p.job is not None]
+    # a group's seeds share one job: each job once, and the runs it trains
+    jobs_todo: list[Job] = []
+    runs_of: dict[int, list[int]] = {}
+    for i, p in enumerate(todo):
+        if p.job not in jobs_todo:
+            jobs_todo.append(p.job)  # type: ignore[arg-type]
+        runs_of.setdefault(jobs_todo.index(p.job), []).append(i)  # type: ignore[arg-type]
     from marl.experiment.runlock import lock_run_folder
 
     for p in todo:
@@ -393,19 +443,25 @@ def run_suite(
                 note = f"left as it is: {err}"
             with open(p.folder / LOG_FILE, "a", encoding="utf-8") as log:
                 log.write(f"marl-bench: {note}\n")
+        if p.group is not None and p.job is not None:  # where this seed's output goes
+            p.folder.mkdir(parents=True, exist_ok=True)
+            with open(p.folder / LOG_FILE, "a", encoding="utf-8") as log:
+                log.write(f"marl-bench: {p.action} with the group {p.job.name} in one job; "
+                          f"its log is {p.job.log}\n")  # fmt: skip
     outcomes: dict[int, Outcome] = {}
-    bar = _progress_bar(len(todo), suite.name, progress)
+    bar = _progress_bar(len(jobs_todo), suite.name, progress)
 
-    def on_done(i: int, result: JobResult) -> None:
-        outcome = _outcome(todo[i], result)
-        outcomes[i] = outcome
+    def on_done(j: int, result: JobResult) -> None:
+        for i in runs_of[j]:
+            outcomes[i] = _outcome(todo[i], result)
         if bar is not None:
-            bar.set_postfix_str(f"{outcome.run.name}: {outcome.status}")
+            statuses = sorted({outcomes[i].status for i in runs_of[j]})
+            bar.set_postfix_str(f"{jobs_todo[j].name}: {'/'.join(statuses)}")
             bar.update(1)
 
     try:
         results = launch(
-            [p.job for p in todo],  # type: ignore[misc]
+            jobs_todo,
             launcher,
             jobs,
             on_done,
@@ -415,9 +471,10 @@ def run_suite(
     finally:
         if bar is not None:
             bar.close()
-    for i, result in enumerate(results):
-        if i not in outcomes:  # pragma: no cover - every launcher reports each job
-            outcomes[i] = _outcome(todo[i], result)
+    for j, result in enumerate(results):
+        for i in runs_of[j]:
+            if i not in outcomes:  # pragma: no cover - every launcher reports each job
+                outcomes[i] = _outcome(todo[i], result)
     ran = iter(outcomes[i] for i in range(len(todo)))
     final = [
         Outcome(p.run, p.folder, p.action, "skipped") if p.job is None else next(ran) for p in plan

@@ -30,6 +30,7 @@ are installed as ``marl/bench/suites``.
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -42,8 +43,17 @@ from marl.report.references import (
     parse_references,
 )
 
-__all__ = ["Run", "Suite", "SuiteError", "list_suites", "load_suite", "merge_overrides"]
+__all__ = [
+    "Run",
+    "Suite",
+    "SuiteError",
+    "dir_override",
+    "list_suites",
+    "load_suite",
+    "merge_overrides",
+]
 
+_SAFE = re.compile(r"^[\w./:+@-]+$")  # paths hydra takes unquoted
 _REQUIRED = ("description", "algorithms", "tasks", "seeds", "frames")
 _OPTIONAL = (
     "overrides",
@@ -91,6 +101,19 @@ def merge_overrides(*groups: Sequence[str]) -> list[str]:
         for override in group:
             merged[override_key(override)] = override
     return list(merged.values())
+
+
+def dir_override(key: str, path: Path) -> str:
+    """The hydra override ``key=<path>``, quoted when the path needs it.
+
+    Examples:
+        >>> dir_override("hydra.run.dir", Path("/runs/a b"))
+        "hydra.run.dir='/runs/a b'"
+    """
+    text = path.as_posix()
+    if not _SAFE.match(text):
+        text = "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return f"{key}={text}"
 
 
 @dataclasses.dataclass(frozen=True)
