@@ -63,6 +63,10 @@ def test_vectorized_seeds_write_the_same_folders_then_resume_as_a_group(tmp_path
     assert summary.ok and len(summary.done) == 2, failed
     group = (out / "mappo" / "vmas_navigation").resolve()
     assert {o.group for o in summary.outcomes} == {group}
+    table = summary.table().splitlines()  # a row per seed, naming its group
+    assert table[0].split()[-1] == "group" and table[-1].startswith("a group's seeds trained")
+    assert [row.split()[2::4] for row in table[2:4]] == [["0", "mappo/vmas_navigation"],
+                                                          ["1", "mappo/vmas_navigation"]]  # fmt: skip
     assert json.loads((group / "runs.json").read_text())["seeds"] == [0, 1]
     # the same run folders as one job per seed, each an ordinary run
     expected = {p.folder for p in plan_runs(suite, out, fewer)}

@@ -175,3 +175,13 @@ def test_cli_dry_run_shows_the_grouped_commands(tmp_path, monkeypatch, capsys):
     assert out.count("experiment.runs=3") == 1 and out.count("[run] mappo") == 3
     assert "(the same job as above: mappo vmas/navigation seeds=0-2)" in out
     assert "3 runs: 3 to run, 0 to restart, 0 to resume, 0 complete in 1 jobs" in out
+
+
+def test_group_whose_checkpoints_share_no_frame_falls_back_to_separate_jobs(tmp_path):
+    runs_file(tmp_path, [0, 1])
+    run_folder(tmp_path, 0, ("running", 50), [50])
+    run_folder(tmp_path, 1, ("running", 75), [75])
+    planned, lines = plan(tmp_path, suite(tmp_path, seeds=2))
+    assert [p.action for p in planned] == ["resume", "resume"] and len(jobs(planned)) == 2
+    assert all(p.job.command[-2] == "experiment.runs=1" for p in planned)
+    assert len(lines) == 1 and "its runs have no checkpoint frame in common" in lines[0]
