@@ -11,7 +11,9 @@ What :func:`group_plan` does with each algorithm x task (its "bucket" of seeds):
 
 - seeds that are complete are skipped, as without the flag;
 - a folder whose ``runs.json`` lists unfinished runs is resumed as a group
-  (``marl-run --resume <folder> experiment.total_frames=N``) when every run it lists has
+  (``marl-run --resume <folder> experiment.<key>=<value> ...``, with the suite's
+  ``experiment`` overrides: a longer ``total_frames`` is applied, and a setting that
+  contradicts the checkpoints is refused, naming it) when every run it lists has
   a checkpoint frame in common with the others; otherwise (a run stopped before its
   first checkpoint) its seeds run as separate jobs, and a message says so;
 - the remaining seeds without a checkpoint are split into consecutive groups
@@ -36,6 +38,7 @@ from marl.bench.suite import dir_override, override_key
 __all__ = ["consecutive", "group_plan", "vectorize_refusal"]
 
 _RECURRENT = ("gru", "lstm")
+_NOT_ON_RESUME = ("experiment.runs", "experiment.restore_file", "experiment.save_folder")
 
 
 def consecutive(seeds: Sequence[int]) -> list[list[int]]:
@@ -218,8 +221,18 @@ def _resume_group(
         message(f"{where}: the runs of {folder} cannot resume as a group ({err}); their seeds "
                 "run as separate jobs")  # fmt: skip
         return
-    total = first.total_frames
-    command = (*prefix, "--resume", str(folder), f"experiment.total_frames={total}")
+    # as a single run's resume takes the suite's overrides: the experiment settings, which
+    # the runs' resume applies or refuses (naming them) when they contradict a checkpoint;
+    # it takes no others (task, algorithm and model come from the checkpoints)
+    settings = [
+        f"{override_key(o)}={o.split('=', 1)[1]}"
+        for o in first.overrides
+        if not o.startswith("~")
+        and override_key(o).startswith("experiment.")
+        and override_key(o).count(".") == 1
+        and override_key(o) not in _NOT_ON_RESUME
+    ]
+    command = (*prefix, "--resume", str(folder), *settings)
     seeds = [out[i].run.seed for i in indices]
     job = Job(f"{where} seeds={_span(seeds)}", folder, command, folder / log_name, "resume")
     for i in indices:

@@ -131,7 +131,9 @@ def test_unfinished_group_resumes_as_a_group(tmp_path):
     run_folder(tmp_path, 2, ("running", 0), [50, 75])  # a newer one: the common frame wins
     planned, lines = plan(tmp_path, suite(tmp_path))
     (job,) = jobs(planned)
-    assert job.command == (*PREFIX, "--resume", str(group), "experiment.total_frames=100")
+    # the suite's experiment settings (marl-run --resume takes no others)
+    settings = ("experiment.total_frames=100", "experiment.frames_per_batch=50")
+    assert job.command == (*PREFIX, "--resume", str(group), *settings)
     assert job.action == "resume" and not lines
     assert [p.action for p in planned] == ["resume"] * 3 and {p.group for p in planned} == {group}
 
