@@ -163,6 +163,7 @@ def plan_runs(
 def _trained_in_group(folder: Path) -> bool:
     """Whether ``folder`` is one of the runs that its parent's ``runs.json`` lists."""
     try:
+        # marl.experiment.lifecycle.RUNS_FILE, written by marl-run experiment.runs=R
         data = json.loads((folder.parent / "runs.json").read_text())
     except (OSError, ValueError):
         return False
@@ -252,9 +253,9 @@ def _outcome(planned: PlannedRun, result: JobResult) -> Outcome:
         reason = f"exited 0 but {STATUS_FILE} is {status!r}, not complete"
     else:
         reason = ""
-    status = "failed" if reason else "done"
+    ended = "failed" if reason else "done"
     return Outcome(
-        planned.run, planned.folder, planned.action, status, result.wall_s, reason, planned.group
+        planned.run, planned.folder, planned.action, ended, result.wall_s, reason, planned.group
     )
 
 
