@@ -519,7 +519,7 @@ class Experiment:
             raise RunInterrupted(guard.signum)
         if c.checkpoint_at_end and trainer.frames != self._last_checkpoint:
             self.save_checkpoint()
-        if eval_env is not None:
+        if eval_env is not None and not outputs.results.has_absolute_metrics:  # kept: resumed done
             outputs.write_absolute_metric(trainer)
         self.plot()
         if c.export:

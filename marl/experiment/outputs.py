@@ -179,18 +179,19 @@ class RunOutputs:
             "best_policy": self.best_policy.state_dict(),
         }
 
-    def restore(self, state: dict[str, Any], frames: int) -> None:
+    def restore(self, state: dict[str, Any], frames: int, finished: bool = False) -> None:
         """Continue from a checkpoint at ``frames``: loggers, ``results.json``, best policy.
 
         ``results.json`` is cut back to ``frames``: rows written after the checkpoint
-        come again when the run trains them again.
+        come again when the run trains them again. Its absolute metric is dropped (the
+        run's end writes it again), unless the run is ``finished`` (nothing left to train).
         """
         for name, logger in self.loggers.items():
             logger.load_state_dict(state.get("loggers", {}).get(name, {"frames": frames}))
         results = self.folder / "results.json"
         if results.exists():
             self.results = RunResults.load(results)
-            self.results.truncate(frames)
+            self.results.truncate(frames, keep_absolute=finished)
             self.results.write(results)
         self.best_policy = BestPolicy.from_state(state.get("best_policy"))
 

@@ -144,7 +144,9 @@ def restore_run(
     frames = trainer.frames
     if state.get("last_evaluation"):
         trainer.last_evaluation = EvalEpisodes(**state["last_evaluation"])
-    outputs.restore(state, frames)
+    # a finished run resumed with nothing to train keeps its absolute metric: evaluating
+    # the same policy again would only replace the published figure by another draw
+    outputs.restore(state, frames, finished=frames >= config.total_frames)
     last = outputs.results.last_evaluation
     if last is not None and last[0] == frames:
         # already evaluated at these frames (e.g. a resume with nothing to train, whose

@@ -200,17 +200,26 @@ class RunResults:
             absolute[name] = finite_numbers(values, f"{where}/{name}")
         self._absolute = absolute
 
-    def truncate(self, max_step_count: int) -> None:
-        """Drop the evaluations after ``max_step_count`` frames (a resumed run redoes them).
+    def truncate(self, max_step_count: int, keep_absolute: bool = False) -> None:
+        """Drop the evaluations after ``max_step_count`` frames (a resumed run redoes them),
+        and the absolute metric unless ``keep_absolute`` (a finished run with nothing to
+        train again keeps the figure it published).
 
         Examples:
             >>> run = RunResults("vmas", "navigation", "mappo", seed=0)
             >>> run.add_evaluation(100, [1.0]); run.add_evaluation(200, [2.0])
-            >>> run.truncate(150); run.num_evaluations
-            1
+            >>> run.set_absolute_metrics([1.5], step_count=200)
+            >>> run.truncate(150); run.num_evaluations, run.has_absolute_metrics
+            (1, False)
         """
         self._steps = [s for s in self._steps if s[STEP_COUNT_KEY] <= max_step_count]
-        self._absolute = {}
+        if not keep_absolute:
+            self._absolute = {}
+
+    @property
+    def has_absolute_metrics(self) -> bool:
+        """Whether the absolute metric is set."""
+        return bool(self._absolute)
 
     @property
     def num_evaluations(self) -> int:

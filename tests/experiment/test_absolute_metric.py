@@ -207,6 +207,23 @@ def test_a_resume_with_nothing_to_train_adds_no_evaluation(tmp_path, monkeypatch
         assert run_node(tmp_path)["absolute_metrics"]["step_count"] in steps
 
 
+def test_a_finished_run_resumed_with_nothing_to_train_keeps_its_absolute_metric(
+    tmp_path, monkeypatch
+):
+    # re-evaluating the same policy would replace the published figure by another draw
+    cfg = config(tmp_path, evaluation_interval=128, checkpoint_interval=0)
+    Experiment(fake_task, "mappo", task_name="fake/multiagent", config=cfg).run()
+    published = run_node(tmp_path)["absolute_metrics"]
+    recorder = Recorder(monkeypatch)
+    Experiment.resume(tmp_path, task=fake_task).run()
+    assert run_node(tmp_path)["absolute_metrics"] == published
+    assert recorder.calls == []  # nothing evaluated: no row, no absolute metric again
+    # trained further, the run's end writes it again, from its new best policy
+    Experiment.resume(tmp_path, {"total_frames": 320}, task=fake_task).run()
+    assert recorder.calls[-1][0] == 10 * EPISODES
+    assert run_node(tmp_path)["absolute_metrics"] != published
+
+
 @pytest.mark.parametrize("cap", [None, 3])
 def test_evaluation_max_steps_cuts_every_evaluation_episode(tmp_path, monkeypatch, cap):
     lengths = []
