@@ -42,9 +42,29 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
 from marl.algorithms.updates.stacked_adam import StackedAdam
 
-__all__ = ["StackedOnPolicy"]
+__all__ = ["StackedOnPolicy", "check_run_dim"]
 
 Stacked = dict[str, torch.Tensor]
+
+
+def check_run_dim(batches: TensorDictBase, runs: int) -> None:
+    """Refuse ``batches`` whose leading dim is not the ``runs`` of a stacked update.
+
+    Raises:
+        ValueError: naming the expected run count and the shape given.
+
+    Examples:
+        >>> from tensordict import TensorDict
+        >>> check_run_dim(TensorDict(batch_size=[3, 4]), 3)
+        >>> check_run_dim(TensorDict(batch_size=[4]), 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: expected batches with a leading run dim of 3, got shape (4,)
+    """
+    if batches.batch_dims < 1 or batches.shape[0] != runs:
+        raise ValueError(
+            f"expected batches with a leading run dim of {runs}, got shape {tuple(batches.shape)}"
+        )
 
 
 class _Method(nn.Module):
@@ -242,7 +262,7 @@ class StackedOnPolicy:
         Returns:
             ``[R, *B, T]`` batches with the loss's advantage and value-target entries.
         """
-        self._check_runs(batches)
+        check_run_dim(batches, self.runs)
         out = []
         for loss, batch in zip(self._losses, batches.unbind(0)):
             loss.value_estimator(batch)
@@ -258,7 +278,7 @@ class StackedOnPolicy:
         Returns:
             One log per run: the means of its loss outputs over the steps.
         """
-        self._check_runs(batches)
+        check_run_dim(batches, self.runs)
         data = batches.select(*self._keys, strict=False).reshape(self.runs, -1)
         n = data.shape[1]
         size = min(self.minibatch_size, n)
@@ -296,13 +316,6 @@ class StackedOnPolicy:
                 self.params[name].grad = g
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=True)
-
-    def _check_runs(self, batches: TensorDictBase) -> None:
-        if batches.batch_dims < 1 or batches.shape[0] != self.runs:
-            raise ValueError(
-                f"expected batches with a leading run dim of {self.runs}, got shape "
-                f"{tuple(batches.shape)}"
-            )
 
     @torch.no_grad()
     def copy_to_runs(self) -> None:

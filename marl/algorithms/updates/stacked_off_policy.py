@@ -52,6 +52,7 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from marl.algorithms.updates.off_policy import OffPolicyUpdater
+from marl.algorithms.updates.stacked import check_run_dim
 from marl.algorithms.updates.stacked_adam import StackedAdam
 from marl.data import PrioritizedSampler, SliceSampler
 from marl.objectives import HardUpdate, SoftUpdate
@@ -306,7 +307,7 @@ class StackedOffPolicy:
         Returns:
             The processed ``[R, *B, T]`` batches.
         """
-        self._check_runs(batches)
+        check_run_dim(batches, self.runs)
         return torch.stack([u.process(b) for u, b in zip(self.updaters, batches.unbind(0))])
 
     def update(self, batches: TensorDictBase) -> list[dict[str, float]]:
@@ -323,7 +324,7 @@ class StackedOffPolicy:
             ValueError: for batches without a leading run dim of ``R``, or runs whose
                 buffers hold different numbers of transitions.
         """
-        self._check_runs(batches)
+        check_run_dim(batches, self.runs)
         for buffer, batch in zip(self.replay, batches.unbind(0)):
             buffer.extend(batch.select(*self._keys, strict=False).reshape(-1))
         sizes = {len(buffer) for buffer in self.replay}
@@ -403,13 +404,6 @@ class StackedOffPolicy:
         if any(s != states[0] for s in states[1:]):
             raise ValueError(f"the runs' losses are at different phases: {states}")
         _set_extra_states(self._call.loss, states[0])
-
-    def _check_runs(self, batches: TensorDictBase) -> None:
-        if batches.batch_dims < 1 or batches.shape[0] != self.runs:
-            raise ValueError(
-                f"expected batches with a leading run dim of {self.runs}, got shape "
-                f"{tuple(batches.shape)}"
-            )
 
     @torch.no_grad()
     def copy_to_runs(self) -> None:
