@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from marl.algorithms import TrainerCallback
+from marl.algorithms.updates import PER_RUN_SETTINGS
 from marl.atomic import atomic_write_json
 from marl.envs.families import batched_family
 from marl.experiment.config import ExperimentConfig, config_from_dict
@@ -127,7 +128,9 @@ class ExperimentRuns:
 
     Raises:
         ValueError: for fewer than 2 experiments, a count other than their
-            ``experiment.runs``, experiments that differ in more than seed and folder,
+            ``experiment.runs``, experiments that differ in more than seed, folder and
+            the settings of :data:`~marl.algorithms.updates.PER_RUN_SETTINGS` (a
+            population's members: each run trains with its own value),
             repeated seeds or folders, recurrent networks, or a data-parallel run.
 
     Examples:
@@ -158,6 +161,7 @@ class ExperimentRuns:
             d.pop("seed")
             for key in ("save_folder", "restore_file"):
                 d["experiment"].pop(key)
+            d["algorithm_config"] = _shared_settings(d["algorithm_config"])
             return d
 
         for exp in self.experiments:
@@ -167,9 +171,11 @@ class ExperimentRuns:
                     f"{exp.config.runs} for seed {exp.seed}"
                 )
             if alike(exp) != alike(first):
+                differ = _differences(alike(exp), alike(first))
                 raise ValueError(
-                    f"the runs must differ only in seed and folder: seed {exp.seed}'s config "
-                    f"differs from seed {first.seed}'s"
+                    "the runs must differ only in seed, folder and the algorithm settings "
+                    f"{sorted(PER_RUN_SETTINGS)}: seed {exp.seed}'s config differs from seed "
+                    f"{first.seed}'s in {differ}"
                 )
             if exp.data_parallel is not None:
                 raise ValueError(
@@ -382,6 +388,28 @@ class ExperimentRuns:
             except BaseException as other:  # each run wrote its own status on the way out
                 if other is not exc:
                     log.warning("run %s, stopping: %r", self.experiments[j].folder.name, other)
+
+
+def _shared_settings(configs: Any) -> Any:
+    """An ``algorithm_config`` (flat or ``{group: {...}}``) without the settings each run
+    may hold its own value of (:data:`~marl.algorithms.updates.PER_RUN_SETTINGS`)."""
+    if not isinstance(configs, dict):
+        return configs
+    return {
+        k: _shared_settings(v) if isinstance(v, dict) else v
+        for k, v in configs.items()
+        if k not in PER_RUN_SETTINGS
+    }
+
+
+def _differences(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """The dotted keys at which two nested dicts differ."""
+    if not (isinstance(a, dict) and isinstance(b, dict)):
+        return [prefix or "<root>"] if a != b else []
+    out = []
+    for key in sorted(set(a) | set(b), key=str):
+        out += _differences(a.get(key), b.get(key), f"{prefix}.{key}" if prefix else str(key))
+    return out
 
 
 def read_runs_file(folder: Path) -> dict[str, Any]:

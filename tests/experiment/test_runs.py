@@ -285,3 +285,36 @@ def test_host_envs_keep_a_collector_per_run(tmp_path):
         assert json.loads((tmp_path / f"seed_{seed}" / "status.json").read_text())["status"] == (
             "complete"
         )
+
+
+def test_members_may_differ_in_learning_rate_and_nothing_else(tmp_path):
+    """A population's members: each run trains with its own ``lr`` (one stacked update)."""
+
+    def member(seed, **algorithm_config):
+        return Experiment(
+            fake_task,
+            "mappo",
+            seed=seed,
+            task_name="fake/task",
+            algorithm_config=algorithm_config,
+            config={**CONFIG, "runs": 2, "save_folder": str(tmp_path / f"m{seed}")},
+        )
+
+    with pytest.raises(
+        ValueError, match=r"differs from seed 0's in \['algorithm_config\.epochs'\]"
+    ):
+        ExperimentRuns([member(0), member(1, epochs=3)], tmp_path)
+    runs = ExperimentRuns([member(0, lr=1e-3), member(1, lr=3e-4)], tmp_path)
+    runs.run()
+    assert runs.hub.stacked
+    assert {type(s.optimizer).__name__ for s in runs.hub.stacks.values()} == {"StackedAdam"}
+    for seed, lr in ((0, 1e-3), (1, 3e-4)):
+        config = yaml.safe_load((tmp_path / f"m{seed}" / "config.yaml").read_text())
+        assert config["algorithm_config"]["lr"] == lr
+        exp = runs.experiments[seed]
+        rates = {
+            g["lr"]
+            for _, learner in exp.algorithm.group_learners()
+            for g in learner.updater.optimizer.param_groups
+        }
+        assert rates == {lr}

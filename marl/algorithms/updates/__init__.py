@@ -41,12 +41,13 @@ from marl.algorithms.updates.off_policy import (
 )
 from marl.algorithms.updates.on_policy import OnPolicyUpdater, shuffled_minibatches
 from marl.algorithms.updates.report import compile_report
-from marl.algorithms.updates.stacked import StackedOnPolicy
+from marl.algorithms.updates.stacked import PER_RUN_SETTINGS, StackedOnPolicy
 from marl.algorithms.updates.stacked_adam import StackedAdam
 from marl.algorithms.updates.stacked_off_policy import StackedOffPolicy
 from marl.algorithms.updates.sync import GradientSync
 
 __all__ = [
+    "PER_RUN_SETTINGS",
     "GradientStep",
     "GradientStepUpdater",
     "GradientSync",

@@ -42,9 +42,15 @@ from torch.func import functional_call, grad, stack_module_state, vmap
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
 from marl.algorithms.updates.stacked_adam import StackedAdam
 
-__all__ = ["StackedOnPolicy", "check_run_dim"]
+__all__ = ["PER_RUN_SETTINGS", "StackedOnPolicy", "check_run_dim"]
 
 Stacked = dict[str, torch.Tensor]
+
+PER_RUN_SETTINGS: frozenset[str] = frozenset({"lr", "actor_lr", "critic_lr", "alpha_lr"})
+"""The algorithm settings (config keys) in which runs trained together may differ, each
+run training with its own value (a population's members): the stacked updates keep them
+per run (:class:`~marl.algorithms.updates.StackedAdam` steps each run with its own rates).
+The stacks refuse, by name, any other difference between their runs' updaters."""
 
 
 def check_run_dim(batches: TensorDictBase, runs: int) -> None:
