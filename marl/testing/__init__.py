@@ -6,6 +6,8 @@
 - :func:`random_policy`, :class:`NoopPolicy`, :func:`baseline_returns` and
   :func:`compare_with_baselines`: the two policies every trained policy must beat,
   run through the same evaluation as the trained one.
+- :func:`run_cli`: a marl command line (``marl-run``, ``marl-tune``, ...) in a subprocess,
+  as a user's shell runs it.
 """
 
 from marl.testing.baselines import (
@@ -15,6 +17,7 @@ from marl.testing.baselines import (
     compare_with_baselines,
     random_policy,
 )
+from marl.testing.cli import run_cli
 from marl.testing.fake_envs import MultiAgentFakeEnv, SingleAgentFakeEnv
 from marl.testing.groups import example_group
 
@@ -27,4 +30,5 @@ __all__ = [
     "compare_with_baselines",
     "example_group",
     "random_policy",
+    "run_cli",
 ]

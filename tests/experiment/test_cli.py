@@ -9,22 +9,13 @@ import sys
 import pytest
 
 from marl.experiment import read_scalars
+from marl.testing import run_cli
 
 DEBUG = ["experiment=debug"]
 
 
 def marl_run(*args, check=True, timeout=300):
-    env = dict(os.environ, OMP_NUM_THREADS="1", HYDRA_FULL_ERROR="0")
-    proc = subprocess.run(
-        [sys.executable, "-m", "marl.experiment", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        env=env,
-    )
-    if check and proc.returncode != 0:
-        raise AssertionError(f"marl-run failed ({proc.returncode}):\n{proc.stdout}\n{proc.stderr}")
-    return proc
+    return run_cli("marl.experiment", *args, check=check, timeout=timeout)
 
 
 def status(folder):

@@ -9,13 +9,12 @@ evaluation of ``results.json`` present once, and ``status.json`` ``complete``.
 import json
 import os
 import signal
-import subprocess
-import sys
 
 import pytest
 import yaml
 
 from marl.report import load_results
+from marl.testing import run_cli
 
 pytest.importorskip("vmas")
 
@@ -35,18 +34,7 @@ RUN = [
 
 
 def marl_run(cwd, *args, fault=None):
-    env = dict(os.environ, OMP_NUM_THREADS="1")
-    env.pop("MARL_TEST_FAULT", None)
-    if fault:
-        env["MARL_TEST_FAULT"] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "marl.experiment", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("marl.experiment", *args, cwd=cwd, fault=fault)
 
 
 def status(folder):

@@ -15,7 +15,7 @@ import pytest
 
 from marl.algorithms import TrainerCallback
 from marl.experiment import Experiment, RunFolderInUse, lock_run_folder, read_scalars, runlock
-from marl.testing import MultiAgentFakeEnv
+from marl.testing import MultiAgentFakeEnv, run_cli
 
 # the holders import runlock.py alone (no torch): they hold the lock within a second
 LOAD_RUNLOCK = (
@@ -201,14 +201,7 @@ def test_a_forked_child_does_not_keep_the_lock(tmp_path):
 
 # -------------------------------------------------------------------- marl-run
 def marl_run(cwd, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "marl.experiment", *args],
-        cwd=cwd,
-        env=dict(os.environ, OMP_NUM_THREADS="1", HYDRA_FULL_ERROR="0"),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return run_cli("marl.experiment", *args, cwd=cwd)
 
 
 @pytest.fixture

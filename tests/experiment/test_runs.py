@@ -9,7 +9,7 @@ import yaml
 from marl.experiment import Experiment, ExperimentConfig
 from marl.experiment.runs import ExperimentRuns
 from marl.report import load_results
-from marl.testing import MultiAgentFakeEnv
+from marl.testing import MultiAgentFakeEnv, run_cli
 
 
 def fake_task(num_envs, seed, device):
@@ -143,10 +143,7 @@ def test_a_run_learning_on_its_own_is_used_where_stacking_does_not_apply(tmp_pat
 def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
     """A real ``marl-run experiment.runs=2``: SIGKILLed when the runs' newest checkpoints
     differ, resumed (from the newest frame both have), stopped by SIGTERM, resumed to the end."""
-    import os
     import signal
-    import subprocess
-    import sys
 
     pytest.importorskip("vmas")
     total = 1600
@@ -167,18 +164,7 @@ def test_runs_killed_and_interrupted_resume_together_with_one_line(tmp_path):
     seeds = [folder / "seed_3", folder / "seed_4"]
 
     def marl_run(*args, fault=None):
-        env = dict(os.environ, OMP_NUM_THREADS="1")
-        env.pop("MARL_TEST_FAULT", None)
-        if fault:
-            env["MARL_TEST_FAULT"] = fault
-        return subprocess.run(
-            [sys.executable, "-m", "marl.experiment", *args],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
+        return run_cli("marl.experiment", *args, cwd=tmp_path, fault=fault, timeout=600)
 
     def checkpoints(f):
         return sorted(int(p.stem.split("_")[1]) for p in (f / "checkpoints").glob("checkpoint_*"))
