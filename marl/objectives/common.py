@@ -277,11 +277,53 @@ class LossModule(KeyedModule):
     ``set_keys(agent_mask=(group, "mask"))``: masked-out agents (dead, or not acting in
     a turn) weigh 0 and the others ``1 / mean(mask)``, so that a weighted mean is the
     mean over the unmasked agents.
+
+    Per-run hyperparameters: :attr:`per_run_scalars` names the float attributes that
+    ``forward`` reads only in tensor arithmetic, so that a 0-dim tensor may stand in for
+    each. The stacked updates of many runs (``marl.algorithms.updates``) give each run
+    its own value of those, as a per-run tensor inside their ``vmap``;
+    :meth:`per_run_refusal` says why another attribute cannot differ between runs.
     """
+
+    per_run_scalars: ClassVar[tuple[str, ...]] = ()
+    """The float attributes ``forward`` may take as 0-dim tensors (each run's own value in a
+    stacked update); the losses list theirs (``gamma``, ``entropy_coef``, ...)."""
 
     def __init__(self) -> None:
         super().__init__()
         self._target_pairs: list[tuple[str, str]] = []
+
+    def per_run_refusal(self, name: str, values: list[Any]) -> str | None:
+        """Why the runs of a stacked update cannot each hold their own ``values`` of the
+        attribute ``name`` (``None``: they can, as a per-run tensor).
+
+        Only the attributes of :attr:`per_run_scalars` can, with numbers for values: a
+        bool, a string or a ``None`` decides which terms ``forward`` computes, which one
+        call for every run cannot do per run.
+
+        Args:
+            name: an attribute of this loss.
+            values: each run's value of it (they differ).
+
+        Returns:
+            The reason, for an error message, or ``None``.
+
+        Examples:
+            >>> from marl.objectives import DQNLoss
+            >>> loss = DQNLoss(torch.nn.Identity())
+            >>> loss.per_run_refusal("gamma", [0.99, 0.9]) is None
+            True
+            >>> print(loss.per_run_refusal("double_dqn", [True, False]))
+            DQNLoss reads double_dqn as a Python value (it is not one of its per_run_scalars: ['gamma'])
+        """
+        if name not in self.per_run_scalars:
+            return (
+                f"{type(self).__name__} reads {name} as a Python value (it is not one of its "
+                f"per_run_scalars: {sorted(self.per_run_scalars)})"
+            )
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values):
+            return f"{name} must be a number in every run to differ per run"
+        return None
 
     # -- target networks -------------------------------------------------------------
     def _with_targets(self, **modules: nn.Module) -> None:

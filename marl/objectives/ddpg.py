@@ -71,6 +71,7 @@ class DDPGLoss(LossModule):
         "state_action_value": "state_action_value",
         **PER_AGENT_KEYS,
     }
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("gamma",)
 
     def __init__(
         self,

@@ -108,6 +108,8 @@ class DQNLoss(LossModule):
     """
 
     default_keys: ClassVar[dict[str, NestedKey]] = {**ACTION_VALUE_KEYS, **PER_AGENT_KEYS}
+    # double_dqn is not: it decides whether the online network's next values are computed
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("gamma",)
 
     def __init__(
         self,

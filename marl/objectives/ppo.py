@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import torch
 from tensordict import TensorDict, TensorDictBase
@@ -51,6 +51,9 @@ class _PolicyGradientLoss(LossModule):
         **PER_AGENT_KEYS,
     }
     _estimator_keys = ("advantage", "value_target", "value", "reward", "done", "terminated")
+    # the estimator's gamma and lmbda are not among them: each run's own estimator writes
+    # its advantages before the (stacked) minibatch steps, which read them from the batch
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("entropy_coef", "critic_coef", "clip_value")
 
     def __init__(
         self,
@@ -87,6 +90,30 @@ class _PolicyGradientLoss(LossModule):
         self.value_estimator: ValueEstimator | None = None
         if critic is not None:
             self.make_value_estimator("gae", gamma=settings.gamma, lmbda=settings.lmbda)
+
+    def per_run_refusal(self, name: str, values: list[Any]) -> str | None:
+        """As :meth:`LossModule.per_run_refusal`; a ``critic_coef`` of 0 also cannot differ
+        from the others' (0 switches the critic term off, which leaves the critic's
+        parameters without a gradient, and its optimizer without a step, in that run alone).
+
+        Examples:
+            >>> from tensordict.nn import TensorDictModule, ProbabilisticTensorDictModule as P
+            >>> from tensordict.nn import ProbabilisticTensorDictSequential as S
+            >>> actor = S(TensorDictModule(torch.nn.Linear(3, 4), ["observation"], ["logits"]),
+            ...           P(["logits"], ["action"], distribution_class=D.Categorical))
+            >>> loss = PPOLoss(actor)
+            >>> loss.per_run_refusal("clip_epsilon", [0.2, 0.1]) is None
+            True
+            >>> loss.per_run_refusal("critic_coef", [0.5, 0.0])
+            'a critic_coef of 0 switches the critic term off: it must be 0 in every run or in none'
+        """
+        refusal = super().per_run_refusal(name, values)
+        if refusal is None and name == "critic_coef" and 0 in values:
+            return (
+                "a critic_coef of 0 switches the critic term off: it must be 0 in every run "
+                "or in none"
+            )
+        return refusal
 
     def make_value_estimator(self, kind: str = "gae", **params: float) -> ValueEstimator:
         """Build the estimator used when ``advantage`` is missing from the batch.
@@ -212,7 +239,9 @@ class _PolicyGradientLoss(LossModule):
         self, dist: D.Distribution, weight: torch.Tensor | None, out: dict[str, torch.Tensor]
     ) -> None:
         """``entropy`` (a diagnostic) and, with ``entropy_coef``, the ``loss_entropy`` bonus."""
-        if self.entropy_coef:
+        # a tensor coefficient is each run's own in a stacked update (0 in some runs
+        # maybe): the term is computed for all, and weighs nothing where the coef is 0
+        if torch.is_tensor(self.entropy_coef) or self.entropy_coef:
             ent = entropy(dist)
             out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
             out["entropy"] = ent.mean().detach()
@@ -229,7 +258,9 @@ class _PolicyGradientLoss(LossModule):
     ) -> None:
         """``loss_critic`` and ``explained_variance``; ``value`` is the actor's (see
         ``value_from_actor``), else the critic's, computed here."""
-        if self.critic is None or self.critic_coef == 0:
+        # a tensor coefficient (each run's own, in a stacked update) is never 0 in some
+        # runs only (per_run_refusal)
+        if self.critic is None or (not torch.is_tensor(self.critic_coef) and self.critic_coef == 0):
             return
         k = self.tensor_keys
         target = td.get(k.value_target)
@@ -286,6 +317,11 @@ class PPOLoss(_PolicyGradientLoss):
         >>> sorted(k for k in out.keys() if k.startswith("loss"))
         ['loss_entropy', 'loss_objective']
     """
+
+    per_run_scalars: ClassVar[tuple[str, ...]] = (
+        *_PolicyGradientLoss.per_run_scalars,
+        "clip_epsilon",
+    )
 
     def __init__(
         self,

@@ -65,6 +65,7 @@ class QMixLoss(LossModule):
         "state": "state",
         **TRANSITION_KEYS,
     }
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("gamma",)
 
     def __init__(
         self,

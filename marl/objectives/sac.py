@@ -39,6 +39,9 @@ class _SACBase(LossModule):
         "action_value": "action_value",
         **PER_AGENT_KEYS,
     }
+    # the temperature's start (alpha_init) is the log_alpha parameter's value: each run's
+    # own in a stacked update without being listed
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("gamma", "target_entropy")
 
     def __init__(
         self,
@@ -97,7 +100,18 @@ class _SACBase(LossModule):
         loss = sum(distance_loss(p, target, self.loss_function) for p in preds)
         return self._weighted_mean(loss, weight)
 
-    def _alpha_loss(self, entropy: torch.Tensor, target_entropy: float) -> torch.Tensor:
+    def _target_entropy(self, auto: float) -> float | torch.Tensor:
+        """The target entropy, ``auto`` where the settings said ``"auto"`` (kept from then
+        on); a tensor (each run's own in a stacked update) as it is."""
+        if isinstance(self.target_entropy, str):
+            self.target_entropy = auto
+        if torch.is_tensor(self.target_entropy):
+            return self.target_entropy
+        return float(self.target_entropy)
+
+    def _alpha_loss(
+        self, entropy: torch.Tensor, target_entropy: float | torch.Tensor
+    ) -> torch.Tensor:
         # alpha grows when the entropy falls below its target
         return self.log_alpha * (entropy.detach() - target_entropy).mean()
 
@@ -187,9 +201,8 @@ class SACLoss(_SACBase):
         log_prob = match_log_prob(log_prob, q_pi)
         loss_actor = self._weighted_mean(alpha * log_prob - q_pi, weight)
         # -- temperature --------------------------------------------------------------
-        if self.target_entropy == "auto":
-            self.target_entropy = -float(action.shape[-1])
-        loss_alpha = self._alpha_loss(-log_prob, float(self.target_entropy))
+        target_entropy = self._target_entropy(-float(action.shape[-1]))
+        loss_alpha = self._alpha_loss(-log_prob, target_entropy)
         return TensorDict(
             loss_actor=loss_actor,
             loss_qvalue=loss_qvalue,
@@ -281,10 +294,8 @@ class DiscreteSACLoss(_SACBase):
         per_state = (probs * (alpha * log_probs - q_min)).sum(-1, keepdim=True)
         loss_actor = self._weighted_mean(per_state, weight)
         entropy = -(probs * log_probs).sum(-1)
-        if self.target_entropy == "auto":
-            n = self.num_actions or probs.shape[-1]
-            self.target_entropy = 0.98 * math.log(n)
-        loss_alpha = self._alpha_loss(entropy, float(self.target_entropy))
+        auto = 0.98 * math.log(self.num_actions or probs.shape[-1])
+        loss_alpha = self._alpha_loss(entropy, self._target_entropy(auto))
         return TensorDict(
             loss_actor=loss_actor,
             loss_qvalue=loss_qvalue,

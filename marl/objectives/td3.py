@@ -63,6 +63,7 @@ class TD3Loss(LossModule):
 
     # DDPG's entries: TD3 reads and writes the same keys
     default_keys: ClassVar[dict[str, NestedKey]] = DDPGLoss.default_keys
+    per_run_scalars: ClassVar[tuple[str, ...]] = ("gamma", "policy_noise", "noise_clip")
 
     def __init__(
         self,
