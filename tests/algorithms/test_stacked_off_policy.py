@@ -2,6 +2,7 @@
 learning rates; PQN under the stacked on-policy update."""
 
 import dataclasses
+import functools
 
 import pytest
 import torch
@@ -36,23 +37,42 @@ def _env(kind: str):
     return SingleAgentFakeEnv(num_envs=4, seed=0, discrete=kind == "discrete")
 
 
-def _config(name: str, extra: dict, run: int, lr_scale: bool) -> dict:
+# each run's own loss and update hyperparameters (a population's members): run r takes the
+# r-th value of each its algorithm has; max_grad_norm None: that run does not clip
+PER_RUN = {
+    "gamma": [0.99, 0.9, 0.5],
+    "tau": [0.005, 0.05, 0.5],
+    "policy_noise": [0.2, 0.05, 0.5],
+    "noise_clip": [0.5, 0.1, 0.3],
+    "alpha_init": [1.0, 0.5, 0.1],
+    "target_entropy": [-1.0, -2.0, 0.5],
+    "target_update_period": [2, 3, 1],
+    "max_grad_norm": [0.05, None, 0.5],
+}
+
+
+def _config(name: str, extra: dict, run: int, lr_scale: bool, per_run: dict | None = None) -> dict:
     """The run's config overrides: with ``lr_scale``, every rate (``lr``, ``actor_lr``...)
     ``5e-4 * (run + 1)`` and the clipping limit ``0.05 * (run + 1)``, so that the runs'
-    optimizers and clipping differ (a population's members)."""
+    optimizers and clipping differ (a population's members); then the run's value of each
+    key of ``per_run`` the algorithm has (of ``target_update_period``: where ``extra``
+    sets one, hard target updates)."""
     config = {**BASE, **extra}
+    fields = {f.name for f in dataclasses.fields(get_algorithm(name).make_config(None))}
     if lr_scale:
-        fields = dataclasses.fields(get_algorithm(name).make_config(None))
-        config.update({f.name: 5e-4 * (run + 1) for f in fields if f.name.endswith("lr")})
+        config.update({f: 5e-4 * (run + 1) for f in fields if f.endswith("lr")})
         config["max_grad_norm"] = 0.05 * (run + 1)
+    for key, values in (per_run or {}).items():
+        if key in fields and (key != "target_update_period" or extra.get(key)):
+            config[key] = values[run]
     return config
 
 
-def _build(choice, env, extra: dict, run: int, seed: int, lr_scale: bool):
+def _build(choice, env, extra: dict, run: int, seed: int, lr_scale: bool, per_run=None):
     if isinstance(choice, dict):
-        config = {g: _config(n, extra, run, lr_scale) for g, n in choice.items()}
+        config = {g: _config(n, extra, run, lr_scale, per_run) for g, n in choice.items()}
     else:
-        config = _config(choice, extra, run, lr_scale)
+        config = _config(choice, extra, run, lr_scale, per_run)
     torch.manual_seed(seed)
     return Algorithm(choice, config).build(env)
 
@@ -86,23 +106,26 @@ def _stacked_against_alone(
     updates: int = 1,
     dtype: torch.dtype = torch.float64,
     overrides: dict | None = None,
+    per_run: dict | None = None,
 ):
     """The largest difference between each run's stacked update and its own update.
 
     Both sides start alike (runs built from seeds 0..R-1), see the same batches, sample
     with generators seeded alike and draw their losses' noise from the global generator
     seeded alike. ``mutate(stacks)`` breaks the stacked side. ``dtype``: the networks'
-    (the batches are collected in float32 and cast)."""
+    (the batches are collected in float32 and cast). ``per_run``: each run's values of
+    hyperparameters (see :func:`_config`)."""
     choice, kind, extra = FAMILIES[family]
     extra = {**extra, **(overrides or {})}
     env = _env(kind)
     batches = _batches([_build(choice, env, extra, r, r, lr_scale) for r in range(RUNS)], env)
+    build = functools.partial(_build, lr_scale=lr_scale, per_run=per_run)
     batches = [b.apply(lambda x: x.to(dtype) if x.is_floating_point() else x) for b in batches]
     default = torch.get_default_dtype()
     torch.set_default_dtype(dtype)
     try:
-        stacked = [_build(choice, env, extra, r, r, lr_scale) for r in range(RUNS)]
-        alone = [_build(choice, env, extra, r, r, lr_scale) for r in range(RUNS)]
+        stacked = [build(choice, env, extra, r, r) for r in range(RUNS)]
+        alone = [build(choice, env, extra, r, r) for r in range(RUNS)]
     finally:
         torch.set_default_dtype(default)
     labels = [label for label, _ in stacked[0].group_learners()]
@@ -175,6 +198,14 @@ def test_a_stacked_update_is_each_runs_own_update(family):
     # float64 the two sides agree to ~1e-15 (the order of the sums in a batched matmul
     # is all that differs), so any difference in what a run sees or does shows
     assert _stacked_against_alone(family) <= 1e-6
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_each_run_trains_with_its_own_hyperparameters(family):
+    # besides the rates: the discount, the targets' tau (or period), TD3's smoothing noise
+    # and its clip, SAC's starting temperature and target entropy, and the clipping (one
+    # run without); run 0's values everywhere would leave runs 1 and 2 1e-2 or more apart
+    assert _stacked_against_alone(family, per_run=PER_RUN) <= 1e-6
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -351,11 +382,19 @@ def test_bad_input_is_refused():
         StackedOffPolicy([*updaters, sac.learners["root"].updater])
 
 
-def test_pqn_is_covered_by_the_stacked_on_policy_update():
+@pytest.mark.parametrize("per_run", [False, True], ids=["same", "per_run_hyperparameters"])
+def test_pqn_is_covered_by_the_stacked_on_policy_update(per_run):
+    # per run: the Q(lambda) returns' gamma and lmbda (each run's own estimator), the
+    # clipping (run 1 without) and the rate
     env = SingleAgentFakeEnv(num_envs=4, seed=0, discrete=True)
     settings = {"minibatch_size": 20, "epochs": 1, "max_grad_norm": 0.05, "lr": 1e-3}
-    runs = [Algorithm("pqn", settings).build(env, seed=r) for r in range(RUNS)]
-    alone = [Algorithm("pqn", settings).build(env, seed=r) for r in range(RUNS)]
+    own = {"gamma": [0.99, 0.9, 0.5], "lmbda": [0.65, 0.0, 1.0], "max_grad_norm": [0.05, None, 1]}
+    own["lr"] = [1e-3, 2e-3, 5e-4]
+    configs = [
+        {**settings, **({k: v[r] for k, v in own.items()} if per_run else {})} for r in range(RUNS)
+    ]
+    runs = [Algorithm("pqn", configs[r]).build(env, seed=r) for r in range(RUNS)]
+    alone = [Algorithm("pqn", configs[r]).build(env, seed=r) for r in range(RUNS)]
     batches = _batches(runs, env, frames=60)
     stack = StackedOnPolicy(
         [a.learners["root"].updater for a in runs],
@@ -423,3 +462,40 @@ def test_copy_from_runs_reads_a_run_changed_on_its_own():
             assert state["step"][2] == state["step"][0], name
     # run 1, left alone, keeps its own
     assert any(not torch.equal(p[1], p[0]) for p in stack.params.values())
+
+
+def test_runs_that_differ_only_in_gamma_train_apart():
+    # the same start, batch and samples: with run 0's discount for both (a copy of run 0's
+    # loss is every run's call), run 1 would end where run 0 does
+    env = _env("discrete")
+    runs = [_build("dqn", env, {"gamma": g}, 0, 0, False) for g in (0.99, 0.5)]
+    torch.manual_seed(100)
+    batch = Collector(env, runs[0].policy, frames_per_batch=24).rollout()
+    before = {k: v.detach().clone() for k, v in runs[0].learners["root"].loss.named_parameters()}
+    stack = StackedOffPolicy(
+        [a.learners["root"].updater for a in runs],
+        [torch.Generator().manual_seed(5) for _ in runs],  # the same samples in both
+    )
+    stack.update(torch.stack([batch, batch]))
+    moved = max((stack.params[k][0] - p).abs().max().item() for k, p in before.items())
+    apart = max((p[1] - p[0]).abs().max().item() for p in stack.params.values())
+    assert moved > 1e-4 and apart > 1e-4 * moved, (moved, apart)
+
+
+@pytest.mark.parametrize(
+    "name, kind, key, values, message",
+    [
+        ("dqn", "discrete", "double_dqn", [True, False], r"double_dqn \(\[True, False\]\)"),
+        ("dqn", "discrete", "loss_function", ["l2", "l1"], "loss_function"),
+        ("td3", "single", "policy_delay", [2, 3], r"policy_delay \(\[2, 3\]\): TD3Loss reads"),
+        ("sac", "single", "target_entropy", ["auto", -1.0], "a number in every run"),
+        ("sac", "single", "fixed_alpha", [False, True], "parameter log_alpha is trained in some"),
+    ],
+)
+def test_a_hyperparameter_that_cannot_be_per_run_is_refused_by_name(
+    name, kind, key, values, message
+):
+    env = _env(kind)
+    runs = [_build(name, env, {key: v}, 0, 0, False) for v in values]
+    with pytest.raises(ValueError, match=f"the runs' losses differ in .*{message}"):
+        StackedOffPolicy([a.learners["root"].updater for a in runs])

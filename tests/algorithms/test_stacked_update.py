@@ -6,7 +6,7 @@ import torch
 from marl.algorithms import Algorithm
 from marl.algorithms.updates.stacked import StackedOnPolicy
 from marl.collectors import Collector
-from marl.testing import MultiAgentFakeEnv
+from marl.testing import MultiAgentFakeEnv, SingleAgentFakeEnv
 
 RUNS = 3
 # one epoch of three minibatches: a second epoch's order would differ from the run alone's,
@@ -14,13 +14,55 @@ RUNS = 3
 # Monte Carlo entropy of the walkers' tanh-normal policy), while each stacked run draws its
 # permutations from its own generator
 SETTINGS = {"minibatch_size": 20, "epochs": 1, "max_grad_norm": 0.05, "lr": 1e-3}
+# each run's own loss hyperparameters (a population's members): run r takes the r-th value.
+# gamma and lmbda reach the runs through their own estimators (process), the others
+# through the stacked call; max_grad_norm None: that run does not clip
+PER_RUN = {
+    "clip_epsilon": [0.2, 0.05, 0.3],
+    "critic_coef": [1.0, 0.5, 2.0],
+    "clip_value": [0.5, 0.01, 0.2],
+    "gamma": [0.99, 0.9, 0.5],
+    "lmbda": [0.95, 0.5, 0.0],
+    "max_grad_norm": [0.05, None, 0.5],
+    "lr": [1e-3, 2e-3, 5e-4],
+}
+# the entropy bonus per run only where the entropy is closed-form (a categorical policy):
+# the walkers' tanh-normal entropy is a Monte Carlo draw, the same for every stacked run
+# and another for each run alone
+ENTROPY = {"entropy_coef": [0.0, 0.01, 0.05]}
+A2C_PER_RUN = {k: PER_RUN[k] for k in ("critic_coef", "gamma", "lmbda", "max_grad_norm", "lr")}
+CASES = {
+    "mappo": ("mappo", "multi", {}),
+    "ippo": ("ippo", "multi", {}),
+    "mappo_per_run_hyperparameters": (
+        {"walker": "mappo", "picker": "mappo"},
+        "multi",
+        {"walker": PER_RUN, "picker": {**PER_RUN, **ENTROPY}},
+    ),
+    "ippo_per_run_entropy": ({"walker": "ippo", "picker": "ippo"}, "multi", {"picker": ENTROPY}),
+    "a2c_per_run_hyperparameters": ("a2c", "discrete", {**A2C_PER_RUN, **ENTROPY}),
+}
 
 
-def _runs(name: str, env):
+def _env(kind: str):
+    if kind == "multi":
+        return MultiAgentFakeEnv(num_envs=4, seed=0)
+    return SingleAgentFakeEnv(num_envs=4, seed=0, discrete=True)
+
+
+def _config(choice, per_run: dict, r: int) -> dict:
+    """Run ``r``'s config: :data:`SETTINGS` and its values of ``per_run`` (``{key: [one per
+    run]}``, or ``{group: {key: [...]}}`` for an algorithm chosen per group)."""
+    if isinstance(choice, dict):
+        return {g: _config(name, per_run.get(g, {}), r) for g, name in choice.items()}
+    return {**SETTINGS, **{k: v[r] for k, v in per_run.items()}}
+
+
+def _runs(name, env, per_run: dict | None = None):
     runs = []
     for r in range(RUNS):
         torch.manual_seed(r)
-        runs.append(Algorithm(name, SETTINGS).build(env))
+        runs.append(Algorithm(name, _config(name, per_run or {}, r)).build(env))
     return runs
 
 
@@ -38,10 +80,12 @@ def _batches(runs, env):
     return batches
 
 
-@pytest.mark.parametrize("name", ["mappo", "ippo"])
-def test_a_stacked_update_is_each_runs_own_update(name):
-    env = MultiAgentFakeEnv(num_envs=4, seed=0)
-    runs = _runs(name, env)
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_stacked_update_is_each_runs_own_update(case):
+    # with per-run hyperparameters, each run trains with its own values, as alone
+    name, kind, per_run = CASES[case]
+    env = _env(kind)
+    runs = _runs(name, env, per_run)
     batches = _batches(runs, env)
     stacks = {}
     for label, _ in runs[0].group_learners():
@@ -233,3 +277,70 @@ def test_runs_whose_optimizers_took_different_steps_are_refused():
             algo.learners[label].updater.update(algo.process_batch(batch.clone()))
     with pytest.raises(ValueError, match="differ in 'step'"):
         StackedOnPolicy([a.learners[label].updater for a in runs])
+
+
+def _same_start_same_batch(name: str, configs: list[dict], dtype=torch.float32):
+    """Runs built from one seed with ``configs``, one batch (the same for all) processed
+    and one stacked update of the picker group (a categorical policy: no random draw in
+    its loss) with the same minibatch order: the runs differ only in their configs.
+    Returns the stack and the picker's starting parameters."""
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    torch.manual_seed(100)  # collected in float32 (the env's), then cast
+    policy = Algorithm(name, configs[0]).build(env, seed=0).policy
+    batch = Collector(env, policy, frames_per_batch=60).rollout()
+    batch = batch.apply(lambda x: x.to(dtype) if x.is_floating_point() else x)
+    default = torch.get_default_dtype()
+    torch.set_default_dtype(dtype)
+    try:
+        runs = [Algorithm(name, config).build(env, seed=0) for config in configs]
+    finally:
+        torch.set_default_dtype(default)
+    updaters = [a.learners["picker"].updater for a in runs]
+    before = {k: v.detach().clone() for k, v in updaters[0].loss.named_parameters()}
+    stack = StackedOnPolicy(updaters, [torch.Generator().manual_seed(1000) for _ in runs])
+    stack.update(stack.process(torch.stack([batch.clone() for _ in runs])))
+    return stack, before
+
+
+@pytest.mark.parametrize(
+    "key, values",
+    [("entropy_coef", [0.0, 0.05]), ("clip_epsilon", [0.2, 0.01]), ("gamma", [0.99, 0.5])],
+)
+def test_runs_that_differ_in_one_hyperparameter_train_apart(key, values):
+    # the same start, the same batch and minibatches: run 1 would end where run 0 does if
+    # the stack trained it with run 0's value (a copy of run 0's loss is every run's call)
+    stack, before = _same_start_same_batch("mappo", [{**SETTINGS, key: v} for v in values])
+    moved = max((p[0] - before[k]).abs().max().item() for k, p in stack.params.items())
+    apart = max((p[1] - p[0]).abs().max().item() for p in stack.params.values())
+    assert moved > 1e-4 and apart > 1e-4 * moved, (moved, apart)
+
+
+def test_a_learning_rate_per_run_moves_each_run_by_its_rate():
+    # one Adam step (the whole batch is one minibatch): a step is lr * m / (sqrt(v) + eps)
+    # with the same m and v in both runs, so run 1 moves twice as far as run 0
+    configs = [{**SETTINGS, "minibatch_size": 10_000, "lr": lr} for lr in (1e-3, 2e-3)]
+    stack, before = _same_start_same_batch("mappo", configs, torch.float64)
+    checked = 0
+    for name, p0 in before.items():
+        move = [(stack.params[name][r] - p0).detach() for r in range(2)]
+        assert move[0].abs().max() > 1e-5, name
+        moved = move[0].abs() > 1e-6
+        assert ((move[1][moved] / move[0][moved]) - 2).abs().max() <= 1e-5, name
+        checked += 1
+    assert checked >= 4
+
+
+@pytest.mark.parametrize(
+    "key, values, message",
+    [
+        ("normalize_advantage", [True, False], "normalize_advantage"),
+        ("loss_critic_type", ["l2", "l1"], "loss_critic_type"),
+        ("clip_value", [None, 0.2], r"clip_value \(\[None, 0\.2\]\).*a number in every run"),
+        ("critic_coef", [0.5, 0.0], r"critic_coef \(\[0\.5, 0\.0\]\).*0 in every run or in none"),
+    ],
+)
+def test_a_hyperparameter_that_cannot_be_per_run_is_refused_by_name(key, values, message):
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    runs = [Algorithm("mappo", {**SETTINGS, key: v}).build(env, seed=0) for v in values]
+    with pytest.raises(ValueError, match=f"the runs' losses differ in {message}"):
+        StackedOnPolicy([a.learners["picker"].updater for a in runs])

@@ -12,11 +12,22 @@ run stays per run by construction, as in ``R`` separate processes:
   standardization (inside each run's loss call, over that run's minibatch alone);
 - the minibatches: each run shuffles its own batch with its own generator;
 - the gradients, and their clipping: each run's norm, per param group (role), as
-  :func:`~marl.algorithms.updates.clip_grad_norm_per_group_` does for one run;
+  :func:`~marl.algorithms.updates.clip_grad_norm_per_group_` does for one run, with each
+  run's own ``max_grad_norm`` (:func:`per_run_limit`);
 - the optimizer: Adam (like every elementwise optimizer) on a stacked tensor is ``R``
   independent optimizers. Its state starts from the runs' own optimizers' (stacked, so a
   resumed run continues with its moments) and :meth:`StackedOnPolicy.copy_to_runs` gives
-  each run its slice back (so each run's checkpoint holds its own exact moments).
+  each run its slice back (so each run's checkpoint holds its own exact moments). Runs
+  whose rates differ get a :class:`~marl.algorithms.updates.StackedAdam`;
+- the loss's hyperparameters (a population's members may differ in them): the one loss
+  call of every run is a copy of run 0's loss, so the attributes in which the runs'
+  losses differ (``entropy_coef``, ``clip_epsilon``, ``critic_coef``, ``clip_value``)
+  are passed into the ``vmap`` as ``[R]`` tensors and set on that copy for the call, each
+  run's slice seeing its own value (:class:`~marl.algorithms.updates.run_scalars.RunScalars`);
+  those equal in every run (seeds) stay Python constants. The discount and GAE's lambda
+  are each run's own already: each run's estimator writes its advantages. A difference
+  no tensor can carry (``normalize_advantage``, ``loss_critic_type``, a ``clip_value`` of
+  ``None`` against a number, a ``critic_coef`` of 0 against others) is refused by name.
 
 So one :meth:`StackedOnPolicy.update` gives each run the parameters that run's own
 :class:`~marl.algorithms.updates.OnPolicyUpdater` would give it on its own batch, with
@@ -32,6 +43,7 @@ off-policy families (replay buffers and target networks per run).
 from __future__ import annotations
 
 import copy
+import math
 from collections.abc import Callable, Sequence
 
 import torch
@@ -40,9 +52,10 @@ from torch import nn
 from torch.func import functional_call, grad, stack_module_state, vmap
 
 from marl.algorithms.updates.on_policy import OnPolicyUpdater
+from marl.algorithms.updates.run_scalars import RunScalars
 from marl.algorithms.updates.stacked_adam import StackedAdam
 
-__all__ = ["PER_RUN_SETTINGS", "StackedOnPolicy", "check_run_dim"]
+__all__ = ["PER_RUN_SETTINGS", "StackedOnPolicy", "check_run_dim", "per_run_limit"]
 
 Stacked = dict[str, torch.Tensor]
 
@@ -51,6 +64,29 @@ PER_RUN_SETTINGS: frozenset[str] = frozenset({"lr", "actor_lr", "critic_lr", "al
 run training with its own value (a population's members): the stacked updates keep them
 per run (:class:`~marl.algorithms.updates.StackedAdam` steps each run with its own rates).
 The stacks refuse, by name, any other difference between their runs' updaters."""
+
+
+def per_run_limit(limits: Sequence[float | None]) -> float | torch.Tensor | None:
+    """The runs' gradient-norm limits (``max_grad_norm``) as the stacks clip with them.
+
+    Returns:
+        ``None`` when no run clips; the one limit when every run has it (a Python
+        float, as each run's own updater clips with); else a ``[R]`` float64 tensor, with
+        ``inf`` for a run that does not clip (its scale ``min(inf / norm, 1)`` is exactly 1).
+
+    Examples:
+        >>> per_run_limit([None, None]) is None, per_run_limit([0.5, 0.5])
+        (True, 0.5)
+        >>> per_run_limit([0.5, None])
+        tensor([0.5000,    inf], dtype=torch.float64)
+    """
+    if all(limit is None for limit in limits):
+        return None
+    if all(limit == limits[0] for limit in limits):
+        return float(limits[0])
+    return torch.tensor(
+        [math.inf if limit is None else float(limit) for limit in limits], dtype=torch.float64
+    )
 
 
 def check_run_dim(batches: TensorDictBase, runs: int) -> None:
@@ -110,9 +146,10 @@ class StackedOnPolicy:
 
     Raises:
         ValueError: for fewer than one updater, updaters whose settings differ (epochs,
-            minibatch size, clipping, optimizer type or hyperparameters), optimizer states
-            that differ in their entries or step counts, a recurrent (sequence) updater, or a
-            gradient sync.
+            minibatch size, optimizer type or hyperparameters besides the rates), losses
+            that differ in an attribute that cannot be per run (naming it), optimizer
+            states that differ in their entries or step counts, a recurrent (sequence)
+            updater, or a gradient sync.
         TypeError: when the updaters' losses differ in structure.
 
     Examples:
@@ -144,12 +181,11 @@ class StackedOnPolicy:
                 raise ValueError(f"expected OnPolicyUpdater objects, got {type(u).__name__}")
             if u.sequence_length is not None or u.gradient_step.sync is not None:
                 raise ValueError("StackedOnPolicy trains single steps without gradient sync")
-            settings = (u.epochs, u.minibatch_size, u.gradient_step.max_grad_norm)
-            if settings != (first.epochs, first.minibatch_size, first.gradient_step.max_grad_norm):
+            if (u.epochs, u.minibatch_size) != (first.epochs, first.minibatch_size):
                 raise ValueError(
-                    "the runs' updaters differ in epochs, minibatch_size or max_grad_norm: "
-                    f"{settings} against "
-                    f"{(first.epochs, first.minibatch_size, first.gradient_step.max_grad_norm)}"
+                    "the runs' updaters differ in epochs or minibatch_size: "
+                    f"{(u.epochs, u.minibatch_size)} against "
+                    f"{(first.epochs, first.minibatch_size)}"
                 )
             if type(u.loss) is not type(first.loss):
                 raise TypeError(
@@ -159,11 +195,14 @@ class StackedOnPolicy:
         self.runs = len(updaters)
         self.epochs = first.epochs
         self.minibatch_size = first.minibatch_size
-        self.max_grad_norm = first.gradient_step.max_grad_norm
+        self.max_grad_norm = per_run_limit([u.gradient_step.max_grad_norm for u in updaters])
         self._keys = list(first.loss.in_keys)
         self._losses = [u.loss for u in updaters]
         self._optimizers = [u.optimizer for u in updaters]
         self._names = [{id(p): n for n, p in loss.named_parameters()} for loss in self._losses]
+        # each run's own estimator writes its advantages (process): its gamma and lmbda
+        # may differ per run without passing through the template
+        self.scalars = RunScalars(self._losses, skip=("value_estimator",))
         self.params, self.buffers = stack_module_state(self._losses)
         template = copy.deepcopy(first.loss).to("meta")
         self._loss_sum = _Method(template, _loss_sum)
@@ -289,6 +328,7 @@ class StackedOnPolicy:
         n = data.shape[1]
         size = min(self.minibatch_size, n)
         step = vmap(grad(self._loss_of, has_aux=True), randomness="same")
+        scalars = self.scalars.values
         sums: dict[str, torch.Tensor] = {}
         steps = 0
         rows = torch.arange(self.runs).unsqueeze(1)
@@ -296,7 +336,7 @@ class StackedOnPolicy:
             perm = torch.stack([torch.randperm(n, generator=g) for g in self.generators])
             shuffled = data[rows, perm]
             for start in range(0, n - size + 1, size):
-                grads, out = step(self.params, shuffled[:, start : start + size])
+                grads, out = step(self.params, scalars, shuffled[:, start : start + size])
                 self._step(grads)
                 for key, value in out.items():
                     if value.shape == (self.runs,):
@@ -306,8 +346,12 @@ class StackedOnPolicy:
         means = {k: (v / max(steps, 1)).tolist() for k, v in sums.items()}
         return [{k: v[r] for k, v in means.items()} for r in range(self.runs)]
 
-    def _loss_of(self, params: Stacked, td: TensorDictBase) -> tuple[torch.Tensor, object]:
-        return self._call(self._loss_sum, td, params)
+    def _loss_of(
+        self, params: Stacked, scalars: Stacked, td: TensorDictBase
+    ) -> tuple[torch.Tensor, object]:
+        """Run ``r``'s loss: its slice of the parameters and of the per-run settings."""
+        with RunScalars.bound(self._loss_sum.loss, scalars):
+            return self._call(self._loss_sum, td, params)
 
     def _step(self, grads: Stacked) -> None:
         """Each run's gradients clipped per param group by that run's norm; one step."""
@@ -316,7 +360,9 @@ class StackedOnPolicy:
             if self.max_grad_norm is not None:
                 # [R]: each run's 2-norm over the group, as clip_grad_norm_ takes it
                 norms = torch.stack([g.flatten(1).norm(dim=1) for g in gs]).norm(dim=0)
-                scale = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+                limit = self.max_grad_norm
+                limit = limit.to(norms) if torch.is_tensor(limit) else limit
+                scale = (limit / (norms + 1e-6)).clamp(max=1.0)
                 gs = [g * scale.reshape(-1, *([1] * (g.dim() - 1))) for g in gs]
             for name, g in zip(group, gs):
                 self.params[name].grad = g

@@ -15,7 +15,15 @@ as ``R`` separate updaters would:
   :func:`torch.func.vmap` of a :func:`torch.func.functional_call` over the stacked
   parameters, whose backward (of the sum over the runs, which are independent) gives
   each run's slice its own gradient; each run's norm is clipped per param group (role),
-  with that run's ``max_grad_norm``;
+  with that run's ``max_grad_norm`` (``inf`` for a run that does not clip);
+- its loss's hyperparameters: the call is a copy of run 0's loss, so the attributes in
+  which the runs' losses differ (``gamma``, TD3's ``policy_noise`` and ``noise_clip``,
+  SAC's numeric ``target_entropy``) go into the ``vmap`` as ``[R]`` tensors and are set
+  on that copy for the call, each run's slice seeing its own
+  (:class:`~marl.algorithms.updates.run_scalars.RunScalars`); SAC's starting temperature
+  is each run's ``log_alpha`` parameter. A difference no tensor can carry (DQN's
+  ``double_dqn``, TD3's ``policy_delay``, a ``loss_function``, SAC's ``fixed_alpha`` or an
+  ``"auto"`` target entropy against a number) is refused by name;
 - its optimizer: a :class:`~marl.algorithms.updates.StackedAdam` with each run's
   rates (runs may differ in ``lr``, a population's members) and moments;
 - its target networks: soft (Polyak, each run's ``tau``) or hard (each run's counter
@@ -52,7 +60,8 @@ from torch import nn
 from torch.func import functional_call, stack_module_state, vmap
 
 from marl.algorithms.updates.off_policy import OffPolicyUpdater
-from marl.algorithms.updates.stacked import check_run_dim
+from marl.algorithms.updates.run_scalars import RunScalars
+from marl.algorithms.updates.stacked import check_run_dim, per_run_limit
 from marl.algorithms.updates.stacked_adam import StackedAdam
 from marl.data import PrioritizedSampler, SliceSampler
 from marl.objectives import HardUpdate, SoftUpdate
@@ -178,9 +187,10 @@ class StackedOffPolicy:
 
     Raises:
         ValueError: for no updater, updaters whose schedules differ (``utd_ratio``,
-            ``learning_starts``, batch size, sampler kind) or optimizers that differ in
-            anything but the rates, a recurrent (slice-replay) updater, gradient sync,
-            or a wrong number of generators.
+            ``learning_starts``, batch size, sampler kind), optimizers that differ in
+            anything but the rates, losses that differ in an attribute that cannot be per
+            run (naming it), a recurrent (slice-replay) updater, gradient sync, or a
+            wrong number of generators.
         TypeError: when the updaters' losses or target updaters differ in kind.
 
     Examples:
@@ -215,6 +225,8 @@ class StackedOffPolicy:
         self.replay = [u.buffer for u in updaters]
         self._losses = [u.loss for u in updaters]
         self._keys = list(first.loss.in_keys)
+        # before stacking, which would refuse a parameter frozen in some runs less clearly
+        self.scalars = RunScalars(self._losses)
         self.params, self.buffers = stack_module_state(self._losses)
         self.priority_key = first.loss.tensor_keys.get("priority", "td_error")
         template = copy.deepcopy(first.loss).to("meta")
@@ -223,10 +235,11 @@ class StackedOffPolicy:
         self.optimizer = StackedAdam.from_runs(
             [u.optimizer for u in updaters], self._names, self.params
         )
-        norms = [u.gradient_step.max_grad_norm for u in updaters]
-        if any(n is None for n in norms) and any(n is not None for n in norms):
-            raise ValueError(f"the runs' max_grad_norm must all be set or all None, got {norms}")
-        self.max_grad_norm = None if norms[0] is None else torch.tensor(norms, dtype=torch.float64)
+        limit = per_run_limit([u.gradient_step.max_grad_norm for u in updaters])
+        # [R] (a run that does not clip: inf), or None when no run clips
+        self.max_grad_norm = (
+            None if limit is None else torch.as_tensor(limit, dtype=torch.float64).expand(self.runs)
+        )
         self.targets = self._stacked_targets(updaters)
         self._set_generators(generators)
 
@@ -354,7 +367,9 @@ class StackedOffPolicy:
         """One sample of each run's buffer, one gradient step and target update of all."""
         samples = [buffer.sample() for buffer in self.replay]
         minibatch = torch.stack(samples)
-        result = vmap(self._forward, randomness="same")(self.params, self.buffers, minibatch)
+        result = vmap(self._forward, randomness="same")(
+            self.params, self.buffers, self.scalars.values, minibatch
+        )
         out = result["out"]
         total = None
         for key, value in out.items():
@@ -376,10 +391,14 @@ class StackedOffPolicy:
                 buffer.update_tensordict_priority(sample)
         return out.detach()
 
-    def _forward(self, params: Stacked, buffers: Stacked, td: TensorDictBase) -> dict[str, Any]:
+    def _forward(
+        self, params: Stacked, buffers: Stacked, scalars: Stacked, td: TensorDictBase
+    ) -> dict[str, Any]:
+        """Run ``r``'s loss: its slice of the parameters, buffers and per-run settings."""
         names = {f"loss.{k}": v for k, v in params.items()}
         names.update({f"loss.{k}": v for k, v in buffers.items()})
-        return functional_call(self._call, names, (td,))
+        with RunScalars.bound(self._call.loss, scalars):
+            return functional_call(self._call, names, (td,))
 
     @torch.no_grad()
     def _clip(self) -> None:
