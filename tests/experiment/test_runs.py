@@ -304,3 +304,40 @@ def test_members_may_differ_in_learning_rate_and_nothing_else(tmp_path):
             for g in learner.updater.optimizer.param_groups
         }
         assert rates == {lr}
+
+
+def test_members_may_differ_in_loss_hyperparameters(tmp_path):
+    """A population's members with their own entropy bonus, clip range and discount: one
+    stacked update, each run's loss (and config.yaml) with its own values."""
+    own = {
+        0: {"entropy_coef": 0.0, "clip_epsilon": 0.2, "gamma": 0.99, "max_grad_norm": 0.5},
+        1: {"entropy_coef": 0.05, "clip_epsilon": 0.1, "gamma": 0.9, "max_grad_norm": None},
+    }
+    members = [
+        Experiment(
+            fake_task,
+            "mappo",
+            seed=seed,
+            task_name="fake/task",
+            algorithm_config=config,
+            config={**CONFIG, "runs": 2, "save_folder": str(tmp_path / f"m{seed}")},
+        )
+        for seed, config in own.items()
+    ]
+    runs = ExperimentRuns(members, tmp_path)
+    runs.run()
+    assert runs.hub.stacked
+    for stack in runs.hub.stacks.values():  # kept per run in the stacked call
+        assert sorted(stack.scalars.values) == ["clip_epsilon", "entropy_coef"]
+        assert stack.scalars.values["entropy_coef"].tolist() == pytest.approx([0.0, 0.05])
+    for seed, config in own.items():
+        saved = yaml.safe_load((tmp_path / f"m{seed}" / "config.yaml").read_text())
+        assert {k: saved["algorithm_config"][k] for k in config} == config
+        for _, learner in runs.experiments[seed].algorithm.group_learners():
+            loss = learner.loss
+            assert (loss.entropy_coef, loss.clip_epsilon) == (
+                config["entropy_coef"],
+                config["clip_epsilon"],
+            )
+            assert loss.value_estimator.gamma == config["gamma"]
+            assert learner.updater.gradient_step.max_grad_norm == config["max_grad_norm"]

@@ -59,11 +59,31 @@ __all__ = ["PER_RUN_SETTINGS", "StackedOnPolicy", "check_run_dim", "per_run_limi
 
 Stacked = dict[str, torch.Tensor]
 
-PER_RUN_SETTINGS: frozenset[str] = frozenset({"lr", "actor_lr", "critic_lr", "alpha_lr"})
+PER_RUN_SETTINGS: frozenset[str] = frozenset(
+    {
+        # the optimizers' rates (StackedAdam)
+        *("lr", "actor_lr", "critic_lr", "alpha_lr"),
+        # the gradient clipping (None in some runs: inf there)
+        "max_grad_norm",
+        # the returns: each run's own estimator (on-policy), a per-run tensor (off-policy)
+        *("gamma", "lmbda"),
+        # the policy-gradient losses, per-run tensors in the call
+        *("entropy_coef", "clip_epsilon"),
+        # the off-policy ones: each run's target updates (tau), TD3's smoothing noise
+        # (per-run tensors) and SAC's starting temperature (the log_alpha parameter)
+        *("tau", "policy_noise", "noise_clip", "alpha_init"),
+    }
+)
 """The algorithm settings (config keys) in which runs trained together may differ, each
 run training with its own value (a population's members): the stacked updates keep them
-per run (:class:`~marl.algorithms.updates.StackedAdam` steps each run with its own rates).
-The stacks refuse, by name, any other difference between their runs' updaters."""
+per run, whatever the values, for every algorithm that has the key and that the runs
+stack (:func:`marl.experiment.runs_hub.stackable`).
+
+The stacks take more per run from direct users: a ``critic_coef``, ``clip_value`` or SAC
+``target_entropy`` that is a number in every run (and a ``critic_coef`` not 0 in some runs
+only), or a hard target update's period. Those are not listed, since some values of them
+(``None``, ``"auto"``, 0) cannot be per run: the stacks refuse, by name, any difference
+between their runs that they cannot keep per run."""
 
 
 def per_run_limit(limits: Sequence[float | None]) -> float | torch.Tensor | None:
