@@ -91,10 +91,11 @@ class RunScalars:
 
     def __init__(self, losses: Sequence[nn.Module], skip: Sequence[str] = ()) -> None:
         first = losses[0]
-        dtype = next(
-            (p.dtype for p in first.parameters() if p.is_floating_point()),
-            torch.get_default_dtype(),
-        )
+        # the parameters' dtype and device: a value computes as the Python float it
+        # stands for would (cast to the operands' dtype), on the device of the call
+        param = next((p for p in first.parameters() if p.is_floating_point()), None)
+        dtype = torch.get_default_dtype() if param is None else param.dtype
+        device = None if param is None else param.device
         self.values: dict[str, torch.Tensor] = {}
         errors: list[str] = []
         modules = [dict(loss.named_modules()) for loss in losses]
@@ -115,7 +116,9 @@ class RunScalars:
                 if refusal is not None:
                     errors.append(f"{full} ({values}): {refusal}")
                 else:
-                    self.values[name] = torch.tensor([float(v) for v in values], dtype=dtype)
+                    self.values[name] = torch.tensor(
+                        [float(v) for v in values], dtype=dtype, device=device
+                    )
         for name, _ in first.named_parameters():
             flags = [loss.get_parameter(name).requires_grad for loss in losses]
             if len(set(flags)) > 1:
