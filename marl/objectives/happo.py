@@ -151,7 +151,8 @@ class HAPPOLoss(PPOLoss):
         surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - eps, 1 + eps) * adv)
         weight = self._agent_weight(tensordict, agent)
         out = {"loss_objective": -self._weighted_mean(surrogate, weight)}
-        if self.entropy_coef:
+        # a tensor coefficient (PPOLoss.per_run_scalars, inherited): computed for all runs
+        if torch.is_tensor(self.entropy_coef) or self.entropy_coef:
             ent = _agent_slice(entropy(dist), agent, -1)
             out["loss_entropy"] = -self.entropy_coef * self._weighted_mean(ent, weight)
             out["entropy"] = ent.mean().detach()

@@ -135,6 +135,23 @@ def test_actor_terms_are_one_agents_clipped_objective_times_the_factor():
     torch.testing.assert_close(loss.agent_ratio(data, agent), ratio.detach())
 
 
+def test_a_tensor_entropy_coef_gives_each_value_its_term_inside_a_vmap():
+    # PPOLoss.per_run_scalars, which HAPPOLoss inherits: the entropy coefficient may be a
+    # 0-dim tensor inside a vmap (a stacked update's per-run value), 0 for some entries
+    algo = Algorithm("happo", config=SMALL).build(_multi(), seed=0)
+    loss: HAPPOLoss = algo.learners["picker"].loss
+    data = _batch(algo, _multi()).reshape(-1)
+
+    def entropy_term(coef):
+        loss.entropy_coef = coef
+        return loss.actor_terms(data, 1)["loss_entropy"]
+
+    got = torch.func.vmap(entropy_term)(torch.tensor([0.0, 0.05]))
+    loss.entropy_coef = 0.05
+    assert got[0] == 0
+    torch.testing.assert_close(got[1], loss.actor_terms(data, 1)["loss_entropy"])
+
+
 # ------------------------------------------------------------------ the sequential update
 def test_sequential_correction_matches_a_direct_computation():
     """Five agents of two groups, one full-batch Adam step each: replay the update by hand."""
