@@ -78,7 +78,13 @@ class TanhNormal(D.Distribution):
         return torch.tanh(x) * self._half + self._mid
 
     def rsample(self, sample_shape: torch.Size = _EMPTY) -> torch.Tensor:
-        x = self.base.rsample(sample_shape)
+        # Normal.rsample's draw and math, but out of place (torch.randn, the same numbers
+        # as Normal's in-place normal_): inside vmap(randomness="different") an in-place
+        # draw on an unbatched tensor is refused, and the stacked updates of several runs
+        # give each run its own draw that way
+        shape = torch.Size(sample_shape) + self.loc.shape
+        noise = torch.randn(shape, dtype=self.loc.dtype, device=self.loc.device)
+        x = self.loc + noise * self.scale
         y = self._squash(x)
         self._cache = (y, x)
         return y

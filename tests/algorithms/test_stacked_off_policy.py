@@ -130,7 +130,9 @@ def _stacked_against_alone(
         torch.set_default_dtype(default)
     labels = [label for label, _ in stacked[0].group_learners()]
     stacks = {
-        label: StackedOffPolicy([_learner(a, label).updater for a in stacked], _generators())
+        label: StackedOffPolicy(
+            [_learner(a, label).updater for a in stacked], _generators(), noise="shared"
+        )
         for label in labels
     }
     if mutate is not None:
@@ -499,3 +501,28 @@ def test_a_hyperparameter_that_cannot_be_per_run_is_refused_by_name(
     runs = [_build(name, env, {key: v}, 0, 0, False) for v in values]
     with pytest.raises(ValueError, match=f"the runs' losses differ in .*{message}"):
         StackedOffPolicy([a.learners["root"].updater for a in runs])
+
+
+@pytest.mark.parametrize("name", ["sac", "td3"])
+def test_runs_draw_their_own_noise_unless_shared(name):
+    """Twin runs (same start, batch and replay samples) part only by the losses' random
+    draws (SAC's sampled actions, TD3's smoothing noise): each run draws its own by
+    default, as runs trained apart do; with ``noise="shared"`` they stay twins."""
+    env = _env("single")
+    moved = {}
+    for noise in ("shared", "independent"):
+        runs = [_build(name, env, {}, 0, 0, False) for _ in range(2)]
+        torch.manual_seed(100)
+        batch = Collector(env, runs[0].policy, frames_per_batch=24).rollout()
+        stack = StackedOffPolicy(
+            [a.learners["root"].updater for a in runs],
+            [torch.Generator().manual_seed(5) for _ in runs],  # the same samples in both
+            noise=noise,
+        )
+        torch.manual_seed(7)
+        stack.update(torch.stack([batch, batch]))
+        moved[noise] = max((p[0] - p[1]).abs().max().item() for p in stack.params.values())
+    assert moved["shared"] == 0.0
+    assert moved["independent"] > 1e-6, moved
+    with pytest.raises(ValueError, match=r"noise: expected one of \('independent', 'shared'\)"):
+        StackedOffPolicy([a.learners["root"].updater for a in runs], noise="same")

@@ -344,3 +344,27 @@ def test_a_hyperparameter_that_cannot_be_per_run_is_refused_by_name(key, values,
     runs = [Algorithm("mappo", {**SETTINGS, key: v}).build(env, seed=0) for v in values]
     with pytest.raises(ValueError, match=f"the runs' losses differ in {message}"):
         StackedOnPolicy([a.learners["picker"].updater for a in runs])
+
+
+def test_runs_draw_their_own_entropy_samples_unless_shared():
+    """Twin runs (one seed, one batch, one minibatch order) whose loss draws a Monte Carlo
+    entropy (the walkers' tanh-normal policy, with an entropy bonus) part only by those
+    draws: each run's own by default, as apart; one for both with ``noise="shared"``."""
+    env = MultiAgentFakeEnv(num_envs=4, seed=0)
+    config = {**SETTINGS, "entropy_coef": 0.5}
+    torch.manual_seed(100)
+    policy = Algorithm("mappo", config).build(env, seed=0).policy
+    batch = Collector(env, policy, frames_per_batch=60).rollout()
+    apart = {}
+    for noise in ("shared", "independent"):
+        runs = [Algorithm("mappo", config).build(env, seed=0) for _ in range(2)]
+        stack = StackedOnPolicy(
+            [a.learners["walker"].updater for a in runs],
+            [torch.Generator().manual_seed(1000) for _ in runs],
+            noise=noise,
+        )
+        torch.manual_seed(7)
+        stack.update(stack.process(torch.stack([batch.clone(), batch.clone()])))
+        apart[noise] = max((p[0] - p[1]).abs().max().item() for p in stack.params.values())
+    assert apart["shared"] == 0.0
+    assert apart["independent"] > 1e-7, apart

@@ -32,12 +32,15 @@ run stays per run by construction, as in ``R`` separate processes:
 So one :meth:`StackedOnPolicy.update` gives each run the parameters that run's own
 :class:`~marl.algorithms.updates.OnPolicyUpdater` would give it on its own batch, with
 the same minibatch order (``tests/algorithms/test_stacked_update.py`` checks it to
-1e-6). Random draws inside the loss (the Monte Carlo entropy of a tanh-normal policy)
-are the same for every run within one call (``vmap(randomness="same")``): torch's
-samplers draw in place, which ``vmap`` cannot give each run separately.
+1e-6, with ``noise="shared"``). Random draws inside the loss (the Monte Carlo entropy of
+a tanh-normal policy) are each run's own by default (``noise="independent"``:
+``vmap(randomness="different")``), as runs trained apart draw theirs, so that runs
+trained together stay independent samples; ``noise="shared"`` gives every run the one
+draw its own updater would make from the same global generator state, which the
+equivalence tests use (:func:`vmap_randomness`).
 
-Not yet covered: recurrent (sequence) training, gradient sync, compile, and the
-off-policy families (replay buffers and target networks per run).
+Not yet covered: recurrent (sequence) training, gradient sync and compile
+(:class:`~marl.algorithms.updates.StackedOffPolicy` covers the replay-buffer families).
 """
 
 from __future__ import annotations
@@ -55,7 +58,14 @@ from marl.algorithms.updates.on_policy import OnPolicyUpdater
 from marl.algorithms.updates.run_scalars import RunScalars
 from marl.algorithms.updates.stacked_adam import StackedAdam
 
-__all__ = ["PER_RUN_SETTINGS", "StackedOnPolicy", "check_run_dim", "per_run_limit"]
+__all__ = [
+    "NOISE_MODES",
+    "PER_RUN_SETTINGS",
+    "StackedOnPolicy",
+    "check_run_dim",
+    "per_run_limit",
+    "vmap_randomness",
+]
 
 Stacked = dict[str, torch.Tensor]
 
@@ -107,6 +117,36 @@ def per_run_limit(limits: Sequence[float | None]) -> float | torch.Tensor | None
     return torch.tensor(
         [math.inf if limit is None else float(limit) for limit in limits], dtype=torch.float64
     )
+
+
+NOISE_MODES = ("independent", "shared")
+"""How the runs of a stacked update draw the random numbers inside their losses."""
+
+
+def vmap_randomness(noise: str) -> str:
+    """The :func:`torch.func.vmap` randomness of a stacked update's ``noise`` mode.
+
+    ``"independent"``: each run draws its own numbers inside the loss (SAC's sampled
+    actions, TD3's smoothing noise, a tanh-normal's Monte Carlo entropy), as runs trained
+    apart do, so runs trained together stay statistically independent (seeds are the
+    unit of noise). ``"shared"``: one draw serves every run of a step, the one each
+    run's own updater would make from the same global generator state; for checking a
+    stacked update against separate ones number for number.
+
+    Raises:
+        ValueError: for another mode, naming the modes.
+
+    Examples:
+        >>> vmap_randomness("independent"), vmap_randomness("shared")
+        ('different', 'same')
+        >>> vmap_randomness("same")
+        Traceback (most recent call last):
+        ...
+        ValueError: noise: expected one of ('independent', 'shared'), got 'same'
+    """
+    if noise not in NOISE_MODES:
+        raise ValueError(f"noise: expected one of {NOISE_MODES}, got {noise!r}")
+    return "different" if noise == "independent" else "same"
 
 
 def check_run_dim(batches: TensorDictBase, runs: int) -> None:
@@ -163,6 +203,8 @@ class StackedOnPolicy:
             stacked: a resumed run continues with its own) are the runs' starting point.
         generators: one ``torch.Generator`` per run, for its minibatch order (``None``:
             new generators seeded ``0..R-1``).
+        noise: ``"independent"`` (each run its own random draws inside the loss) or
+            ``"shared"`` (one draw for all runs of a step); see :func:`vmap_randomness`.
 
     Raises:
         ValueError: for fewer than one updater, updaters whose settings differ (epochs,
@@ -192,9 +234,12 @@ class StackedOnPolicy:
         self,
         updaters: Sequence[OnPolicyUpdater],
         generators: Sequence[torch.Generator] | None = None,
+        *,
+        noise: str = "independent",
     ) -> None:
         if not updaters:
             raise ValueError("StackedOnPolicy needs at least one updater")
+        self.randomness = vmap_randomness(noise)
         first = updaters[0]
         for u in updaters:
             if not isinstance(u, OnPolicyUpdater):
@@ -347,7 +392,7 @@ class StackedOnPolicy:
         data = batches.select(*self._keys, strict=False).reshape(self.runs, -1)
         n = data.shape[1]
         size = min(self.minibatch_size, n)
-        step = vmap(grad(self._loss_of, has_aux=True), randomness="same")
+        step = vmap(grad(self._loss_of, has_aux=True), randomness=self.randomness)
         scalars = self.scalars.values
         sums: dict[str, torch.Tensor] = {}
         steps = 0

@@ -37,13 +37,13 @@ targets), optimizer state, target-updater counter and fractional-update debt hol
 run's own values, so each run collects, evaluates and checkpoints as usual.
 
 Random draws inside a loss (SAC's sampled next actions and reparameterized actions,
-TD3's target smoothing noise) are drawn once per step from torch's global generator and
-shared by every run (``vmap(randomness="same")``): each run's draw on a step is the one
-its own updater would make on that step from the same global generator state. The draws
-of runs trained together are therefore correlated (their data, parameters and replay
-samples are not); torch's samplers draw in place, which ``vmap`` cannot give each run
-separately. ``tests/algorithms/test_stacked_off_policy.py`` checks every family to 1e-6
-against separate updaters whose global generator is seeded as the stacked update's was.
+TD3's target smoothing noise) are each run's own by default (``noise="independent"``,
+``vmap(randomness="different")``), as runs trained apart draw theirs. With
+``noise="shared"`` they are drawn once per step from torch's global generator and shared
+by every run: each run's draw on a step is then the one its own updater would make on
+that step from the same global generator state, so
+``tests/algorithms/test_stacked_off_policy.py`` checks every family to 1e-6 against
+separate updaters whose global generator is seeded as the stacked update's was.
 
 Not covered: recurrent Q-networks (slice replay), gradient sync and compile.
 """
@@ -61,7 +61,7 @@ from torch.func import functional_call, stack_module_state, vmap
 
 from marl.algorithms.updates.off_policy import OffPolicyUpdater
 from marl.algorithms.updates.run_scalars import RunScalars
-from marl.algorithms.updates.stacked import check_run_dim, per_run_limit
+from marl.algorithms.updates.stacked import check_run_dim, per_run_limit, vmap_randomness
 from marl.algorithms.updates.stacked_adam import StackedAdam
 from marl.data import PrioritizedSampler, SliceSampler
 from marl.objectives import HardUpdate, SoftUpdate
@@ -184,6 +184,9 @@ class StackedOffPolicy:
             (``None``: each buffer keeps its own; one that draws from the global
             generator gets a new generator seeded from it, since samplers sharing the
             global generator would take each other's draws).
+        noise: ``"independent"`` (each run its own random draws inside the loss) or
+            ``"shared"`` (one draw for all runs of a step); see
+            :func:`~marl.algorithms.updates.stacked.vmap_randomness`.
 
     Raises:
         ValueError: for no updater, updaters whose schedules differ (``utd_ratio``,
@@ -213,9 +216,12 @@ class StackedOffPolicy:
         self,
         updaters: Sequence[OffPolicyUpdater],
         generators: Sequence[torch.Generator] | None = None,
+        *,
+        noise: str = "independent",
     ) -> None:
         if not updaters:
             raise ValueError("StackedOffPolicy needs at least one updater")
+        self.randomness = vmap_randomness(noise)
         self._check(updaters)
         first = updaters[0]
         self.runs = len(updaters)
@@ -367,7 +373,7 @@ class StackedOffPolicy:
         """One sample of each run's buffer, one gradient step and target update of all."""
         samples = [buffer.sample() for buffer in self.replay]
         minibatch = torch.stack(samples)
-        result = vmap(self._forward, randomness="same")(
+        result = vmap(self._forward, randomness=self.randomness)(
             self.params, self.buffers, self.scalars.values, minibatch
         )
         out = result["out"]
