@@ -65,12 +65,18 @@ def _batches(env, algos, reps: int):
 
 
 def bench(
-    algorithm: str, runs: int, steps: int, reps: int, cells: int | None
+    algorithm: str,
+    runs: int,
+    steps: int,
+    reps: int,
+    cells: int | None,
+    noise: str = "independent",
 ) -> tuple[float, float]:
     env, algos, alone = _runs(algorithm, runs, steps, cells)
     batches = _batches(env, algos, reps)
     _, _, twins = _runs(algorithm, runs, steps, cells)  # the same seeds: the same start
-    stack = StackedOffPolicy(twins, [torch.Generator().manual_seed(r) for r in range(runs)])
+    gens = [torch.Generator().manual_seed(r) for r in range(runs)]
+    stack = StackedOffPolicy(twins, gens, noise=noise)
     alone_s, stacked_s = [], []
     for rep in range(reps + 1):  # round 0 warms both sides up (and fills the buffers)
         start = time.perf_counter()
@@ -94,18 +100,21 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--cells", type=int, default=None, help="hidden width (default: 256)")
+    parser.add_argument(
+        "--noise", default="independent", help="the stack's noise mode: independent or shared"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     print(
         f"vmas/navigation, {args.runs} runs, {args.steps} steps of 256 per update, "
-        f"2x{args.cells or 256} networks, {args.threads} thread(s)"
+        f"2x{args.cells or 256} networks, {args.threads} thread(s), noise={args.noise}"
     )
     print(
         "| algorithm | alone (s) | stacked (s) | per run alone | per run stacked | stacked/alone |"
     )
     print("|---|---|---|---|---|---|")
     for algorithm in args.algorithms.split(","):
-        a, s = bench(algorithm, args.runs, args.steps, args.reps, args.cells)
+        a, s = bench(algorithm, args.runs, args.steps, args.reps, args.cells, args.noise)
         n = args.runs
         print(f"| {algorithm} | {a:.3f} | {s:.3f} | {a / n:.4f} | {s / n:.4f} | {s / a:.2f}x |")
 
