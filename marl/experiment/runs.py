@@ -117,6 +117,14 @@ class _RoundStop:
         self.guard.disarm()
 
 
+class _Paused(SystemExit):
+    """Ends a run that :meth:`ExperimentRuns.run` pauses at ``until_frames``: a
+    ``SystemExit(0)``, which a run records as ``stopped`` (ended on purpose)."""
+
+    def __init__(self) -> None:
+        super().__init__(0)
+
+
 class ExperimentRuns:
     """Train ordinary experiments, one per seed, together in one process (in lockstep).
 
@@ -309,16 +317,46 @@ class ExperimentRuns:
             return cls(experiments, root)
         raise ValueError(f"no checkpoint frame of the runs of {root} is readable in every run")
 
-    def run(self) -> list[dict[str, Any]]:
-        """Train every run to ``total_frames``, in lockstep.
+    def run(self, until_frames: int | None = None) -> list[dict[str, Any]]:
+        """Train every run to ``total_frames``, in lockstep, or pause them all at a frame count.
+
+        Args:
+            until_frames: pause every run after the first round at which it has trained
+                ``until_frames`` frames or more (``None``: train to ``total_frames``).
+                Each paused run holds a checkpoint at its frames and says ``stopped`` in
+                its ``status.json`` (ended on purpose, not failed or interrupted), so
+                :meth:`resume` continues all of them from there: ``marl-tune``'s
+                vectorized backend trains a population so, from one exploit to the next.
+                A run that reaches ``total_frames`` first ends as usual (``complete``).
 
         Returns:
-            Each run's :meth:`Experiment.run <marl.experiment.Experiment.run>` summary.
+            Each run's :meth:`Experiment.run <marl.experiment.Experiment.run>` summary;
+            a paused run's is ``{"frames", "folder", "paused": True}``.
 
         Raises:
+            ValueError: when ``until_frames`` is not an integer >= 1.
             RunInterrupted: after SIGINT or SIGTERM, once every run saved its checkpoint.
             Exception: the first run's failure (the other runs stop, ``failed``).
+
+        Examples:
+            >>> import tempfile
+            >>> from marl.testing import MultiAgentFakeEnv
+            >>> folder = tempfile.mkdtemp()
+            >>> task = lambda num_envs, seed, device: MultiAgentFakeEnv(num_envs=num_envs, seed=seed)
+            >>> runs = ExperimentRuns.create(task, "mappo", task_name="fake/multiagent",
+            ...     config=dict(runs=2, num_envs=4, frames_per_batch=64, total_frames=192,
+            ...                 evaluation=False, progress=False, save_folder=folder))
+            >>> [s["frames"] for s in runs.run(until_frames=128)]
+            [128, 128]
+            >>> [s["frames"] for s in ExperimentRuns.resume(folder, task=task).run()]
+            [192, 192]
         """
+        if until_frames is not None and (
+            isinstance(until_frames, bool) or not isinstance(until_frames, int) or until_frames < 1
+        ):
+            raise ValueError(
+                f"until_frames: expected None or an integer >= 1, got {until_frames!r}"
+            )
         first = self.experiments[0]
         guard = InterruptGuard(first.config.stop_timeout_s, setting="experiment.stop_timeout_s")
         stop = _RoundStop(guard)
@@ -348,6 +386,12 @@ class ExperimentRuns:
                     if not written:  # every run set up: its folder checked, locked, written
                         self._write_runs_file()
                         written = True
+                    if until_frames is not None and self._reached(active, until_frames):
+                        for i in list(active):
+                            current = i
+                            summaries[i] = self._pause(steps[i], self.experiments[i])
+                            active.remove(i)
+                            current = None
             except BaseException as err:
                 others = [j for j in active if j != current and steps[j].gi_frame is not None]
                 self._stop_others(steps, others, err, current)
@@ -357,6 +401,36 @@ class ExperimentRuns:
         if interrupted is not None:
             raise interrupted
         return summaries
+
+    def _reached(self, active: list[int], frames: int) -> bool:
+        """Whether every active run has trained ``frames`` and has some left to train (in
+        lockstep they get there in the same round; one set up but not yet trained counts
+        its restored frames; one at ``total_frames`` ends in its next step, ``complete``)."""
+        runs = [self.experiments[i] for i in active]
+        return bool(runs) and all(
+            e.trainer is not None and frames <= e.trainer.frames < e.config.total_frames
+            for e in runs
+        )
+
+    @staticmethod
+    def _pause(step: Any, exp: Experiment) -> dict[str, Any]:
+        """End run ``exp`` between two iterations, with a checkpoint at its frames.
+
+        Its generator gets a :class:`_Paused` (a ``SystemExit(0)``): the run closes its
+        envs and loggers, releases its folder and writes ``stopped``, as a run whose owner
+        ends it on purpose does, and its checkpoint resumes it.
+        """
+        frames = exp.trainer.frames
+        if not (exp.folder / "checkpoints" / f"checkpoint_{frames}.pt").exists():
+            exp.save_checkpoint()  # between iterations: a consistent state
+        try:
+            step.throw(_Paused())
+        except _Paused:
+            pass
+        else:  # pragma: no cover - a run's generator never swallows it
+            raise RuntimeError(f"run {exp.folder.name} went on after it was paused")
+        log.info("run %s paused at %d frames (checkpoint written)", exp.folder.name, frames)
+        return {"frames": frames, "folder": str(exp.folder), "paused": True}
 
     def _write_runs_file(self) -> None:
         first = self.experiments[0]
