@@ -31,11 +31,18 @@ from marl.atomic import atomic_write_text
 __all__ = [
     "MEMBER_FILE",
     "MemberPlan",
+    "append_report",
+    "compose_member",
     "finish_stopped_member",
+    "install_checkpoint",
+    "member_experiment",
     "member_name",
     "read_lineage",
     "read_reports",
+    "record_exploit",
+    "report_metrics",
     "train_member",
+    "truncate_reports",
 ]
 
 MEMBER_FILE = "member.json"
@@ -70,7 +77,9 @@ def member_name(trial_id: str) -> str:
     return f"member_{int(index):02d}" if index.isdigit() else f"member_{trial_id}"
 
 
-def _compose(plan: MemberPlan, values: Mapping[str, Any], index: int) -> dict[str, Any]:
+def compose_member(plan: MemberPlan, values: Mapping[str, Any], index: int) -> dict[str, Any]:
+    """Member ``index``'s ``marl-run`` config: the plan's overrides, then its values; its
+    seed is the config's plus ``index`` unless the space searches ``seed``."""
     from omegaconf import OmegaConf
 
     from marl.experiment.cli import compose_config
@@ -83,10 +92,26 @@ def _compose(plan: MemberPlan, values: Mapping[str, Any], index: int) -> dict[st
     return cfg
 
 
-def _experiment(
-    cfg: Mapping[str, Any], folder: Path, plan: MemberPlan, callbacks: Sequence[Any]
+def member_experiment(
+    cfg: Mapping[str, Any],
+    folder: Path,
+    plan: MemberPlan,
+    callbacks: Sequence[Any],
+    runs: int = 1,
 ) -> Any:
-    """The member's :class:`Experiment` from a composed marl-run config (not run)."""
+    """The member's :class:`Experiment` from a composed marl-run config (not run).
+
+    Args:
+        cfg: the member's config (:func:`compose_member`).
+        folder: the member's run folder.
+        plan: what every member shares (its interval: evaluations and checkpoints).
+        callbacks: the member's trainer callbacks.
+        runs: ``experiment.runs``: the population's size when every member trains in
+            one process (:mod:`marl.tune.vectorized`), else 1.
+
+    Raises:
+        ValueError: when the overrides set ``experiment.runs`` themselves.
+    """
     from marl.experiment.cli import algorithm_choice
     from marl.experiment.experiment import Experiment
 
@@ -103,6 +128,7 @@ def _experiment(
         checkpoint_interval=plan.interval,
         progress=False,
         restore_file=None,
+        runs=runs,
     )
     return Experiment(
         cfg["task"],
@@ -140,18 +166,7 @@ class _Reporter(TrainerCallback):
         self.report(trainer, logs)
 
     def report(self, trainer: Trainer, logs: Mapping[str, float]) -> None:
-        metrics = {
-            k: float(v)
-            for k, v in logs.items()
-            if isinstance(v, (int, float)) and not isinstance(v, bool)
-        }
-        metrics.update(self.evaluation)
-        metrics["frames"] = int(trainer.frames)
-        if self.plan.metric not in metrics:
-            raise ValueError(
-                f"tune.metric: {self.plan.metric!r} is not logged by this run; logged: "
-                f"{sorted(metrics)}"
-            )
+        metrics = report_metrics(logs, self.evaluation, trainer.frames, self.plan.metric)
         from ray import tune
 
         frames = trainer.frames
@@ -169,10 +184,7 @@ class _Reporter(TrainerCallback):
                 json.dumps({"member": self.member, "frames": frames, "values": self.values})
             )
             self.last_report = frames
-            metrics.update({f"hp/{k}": v for k, v in self.values.items() if _scalar(v)})
-            with open(exp.folder / REPORTS_FILE, "a") as f:
-                row = {**metrics, "values": self.values, "time": time.time()}
-                f.write(json.dumps(row) + "\n")
+            metrics = append_report(exp.folder, metrics, self.values)
             # Ray ends a stopped member's thread here with sys.exit(0) (ASHA's cuts and
             # max_t, PBT's pauses and exploits): its status.json then says "stopped"; its
             # results.json holds its evaluations up to that report.
@@ -185,8 +197,49 @@ def _scalar(value: Any) -> bool:
     return isinstance(value, (int, float, str, bool))
 
 
-def _install(source: Path, folder: Path, description: Mapping[str, Any], keep: int) -> int:
-    """Make checkpoint ``source`` this member's latest, with this member's config.
+def report_metrics(
+    logs: Mapping[str, Any], evaluation: Mapping[str, float], frames: int, metric: str
+) -> dict[str, Any]:
+    """A report's scalars: the iteration's numeric logs, the last evaluation's, ``frames``.
+
+    Raises:
+        ValueError: when ``metric`` is not among them, listing those logged.
+
+    Examples:
+        >>> report_metrics({"train/loss": 0.5, "note": "x"}, {"eval/r": 2.0}, 500, "eval/r")
+        {'train/loss': 0.5, 'eval/r': 2.0, 'frames': 500}
+    """
+    metrics: dict[str, Any] = {
+        k: float(v)
+        for k, v in logs.items()
+        if isinstance(v, (int, float)) and not isinstance(v, bool)
+    }
+    metrics.update(evaluation)
+    metrics["frames"] = int(frames)
+    if metric not in metrics:
+        raise ValueError(
+            f"tune.metric: {metric!r} is not logged by this run; logged: {sorted(metrics)}"
+        )
+    return metrics
+
+
+def append_report(
+    folder: Path, metrics: Mapping[str, Any], values: Mapping[str, Any]
+) -> dict[str, Any]:
+    """Append a report to the member's ``reports.jsonl``; return its scalars with the
+    member's values as ``hp/<key>`` (what Ray Tune is given)."""
+    out = {**metrics, **{f"hp/{k}": v for k, v in values.items() if _scalar(v)}}
+    with open(Path(folder) / REPORTS_FILE, "a") as f:
+        f.write(json.dumps({**out, "values": dict(values), "time": time.time()}) + "\n")
+    return out
+
+
+def install_checkpoint(
+    source: Path, folder: Path, description: Mapping[str, Any], keep: int
+) -> int:
+    """Make checkpoint ``source`` this member's latest, with this member's config
+    (``description``: its :meth:`Experiment.describe`), its run id, and its checkpoints
+    after that frame count discarded.
 
     Returns:
         Its frame count.
@@ -256,7 +309,7 @@ def prepare_member(
     folder = Path(plan.folder) / "members" / member
     check_run_folder(folder)  # a live run of the member: never clear or rewrite its files
     reporter = _Reporter(plan, member, values)
-    candidate = _experiment(_compose(plan, values, index), folder, plan, [reporter])
+    candidate = member_experiment(compose_member(plan, values, index), folder, plan, [reporter])
     if checkpoint is None:
         if folder.exists():  # a start that never reported: Ray starts it again from zero
             for path in folder.iterdir():
@@ -271,15 +324,15 @@ def prepare_member(
         meta = json.loads((checkpoint / MEMBER_FILE).read_text())
         description = candidate.describe()
         own = read_reports(folder)
-        # the member's last report, read before _install drops the reports after frames
+        # the member's last report, read before install_checkpoint drops the reports after frames
         cut = {"frames": int(own[-1]["frames"]), "score": own[-1].get(plan.metric)} if own else {}
-        frames = _install(
+        frames = install_checkpoint(
             checkpoint / "checkpoint.pt", folder, description, candidate.config.keep_checkpoints
         )
         if meta["member"] != member:
             donor = {**meta, "checkpoint": str(checkpoint)}
-            _record_exploit(folder, member, donor, values, frames, cut)
-        _truncate_reports(folder, frames)
+            record_exploit(folder, member, donor, values, frames, cut)
+        truncate_reports(folder, frames)
         changes = {
             k: v
             for k, v in description["experiment"].items()
@@ -324,8 +377,9 @@ def finish_stopped_member(folder: Path, total_frames: int) -> bool:
     return True
 
 
-def _truncate_reports(folder: Path, frames: int) -> None:
-    """Drop the reports after ``frames`` (of a run killed after its last checkpoint)."""
+def truncate_reports(folder: Path, frames: int) -> None:
+    """Drop the member's reports after ``frames`` (of a run killed after its last
+    checkpoint, or cut for an earlier checkpoint)."""
     path = folder / REPORTS_FILE
     if path.exists():
         kept = [r for r in read_reports(folder) if r["frames"] <= frames]
@@ -340,7 +394,7 @@ def read_reports(folder: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line]
 
 
-def _record_exploit(
+def record_exploit(
     folder: Path,
     member: str,
     donor: Mapping[str, Any],
@@ -348,7 +402,7 @@ def _record_exploit(
     frames: int,
     cut: Mapping[str, Any],
 ) -> None:
-    """Append an exploit to the member's ``lineage.jsonl``.
+    """Append an exploit to the member's ``lineage.jsonl`` (its old values: ``values.json``).
 
     ``frames`` is where the member continues (the donor's checkpoint), ``member_frames``
     and ``member_score`` its last report before the cut. They differ in asynchronous PBT, where the donor's
