@@ -122,6 +122,36 @@ class Distribution:
             return math.exp(rng.uniform(math.log(low), math.log(high)))
         return rng.randrange(low, high)
 
+    def perturb(
+        self,
+        value: Any,
+        rng: random.Random,
+        factors: Sequence[float],
+        resample_probability: float,
+    ) -> Any:
+        """PBT's explore of a copied value, as Ray Tune's PBT does it (the vectorized backend).
+
+        A ``choice`` moves to a neighbouring value (clamped at the ends), a number is
+        multiplied by one of ``factors`` (rounded for ``randint``); with probability
+        ``resample_probability`` (or for a choice value not in the list) it is sampled anew.
+
+        Examples:
+            >>> d = Distribution("choice", (0.0, 0.01, 0.1))
+            >>> d.perturb(0.01, random.Random(1), (1.2, 0.8), 0.0) in (0.0, 0.1)
+            True
+            >>> Distribution("loguniform", (1e-4, 1e-2)).perturb(1e-3, random.Random(0), (2.0,), 0.0)
+            0.002
+        """
+        if self.kind == "choice":
+            if rng.random() < resample_probability or value not in self.values:
+                return rng.choice(self.values)
+            index = self.values.index(value) + rng.choice((-1, 1))
+            return self.values[min(max(index, 0), len(self.values) - 1)]
+        if rng.random() < resample_probability:
+            return self.sample(rng)
+        new = value * rng.choice(list(factors))
+        return round(new) if self.kind == "randint" else new
+
     def ray(self) -> Any:
         """The Ray Tune domain."""
         from ray import tune
