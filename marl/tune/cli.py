@@ -6,6 +6,7 @@ Examples (shell)::
     marl-tune my_space.yaml experiment.total_frames=60000 --scheduler asha --members 16
     marl-tune navigation_mappo --address auto            # on a running Ray cluster
     marl-tune --resume outputs/tune/2025-01-01_12-00-00_navigation_mappo_pbt
+    marl-tune navigation_mappo --backend vectorized      # every member in this process
 
 Positional arguments after the space are ``marl-run`` overrides for every member. The
 flags override the space's ``tune:`` section (:class:`~marl.tune.TuneSettings`). At the
@@ -32,7 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog=PROGRAM,
         description="Tune marl runs with population-based training, ASHA or random search "
-        "(Ray Tune). Each member is a marl-run run in <folder>/members/.",
+        "(Ray Tune, or one process: --backend vectorized). Each member is a marl-run run in "
+        "<folder>/members/.",
         epilog=f"Shipped spaces: {shipped}.",
     )
     p.add_argument("space", nargs="?", help="a search-space YAML file or a shipped space's name")
@@ -51,6 +53,14 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--gpus-per-member", type=float, help="Ray GPUs per member")
     p.add_argument("--seed", type=int, help="seed of the sampling and PBT's perturbations")
     p.add_argument("--address", help="a running Ray cluster (auto)")
+    p.add_argument(
+        "--backend",
+        choices=["ray", "vectorized"],
+        default="ray",
+        help="ray: each member in a Ray Tune worker (default); vectorized: the whole "
+        "population in this process, one env batch and one stacked update (pbt and random; "
+        "searched keys: algorithm learning rates, marl.algorithms.updates.PER_RUN_SETTINGS)",
+    )
     p.add_argument("-v", "--verbose", action="count", default=0, help="Ray Tune's trial table")
     return p
 
@@ -67,6 +77,7 @@ def main(argv: list[str] | None = None) -> None:
                 raise ValueError(
                     "--resume takes the tuning run's folder only (no space or overrides)"
                 )
+            # its backend is the one tune.json records
             result = resume_tuning(args.resume, verbose=args.verbose)
         else:
             if not args.space:
@@ -90,7 +101,7 @@ def main(argv: list[str] | None = None) -> None:
                 / "tune"
                 / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{Path(args.space).stem}_{space.settings.scheduler}"
             )
-            result = tune(space, folder, args.overrides, verbose=args.verbose)
+            result = tune(space, folder, args.overrides, verbose=args.verbose, backend=args.backend)
     except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
         sys.stderr.write(f"{PROGRAM}: {err}\n")
         sys.exit(2)

@@ -1,4 +1,7 @@
-"""Run a search space on Ray Tune: PBT, ASHA or random search over whole marl runs.
+"""Run a search space: PBT, ASHA or random search over whole marl runs, on Ray Tune
+(``backend="ray"``, each member in a worker) or in one process (``backend="vectorized"``,
+:mod:`marl.tune.vectorized`: every member a run of one
+:class:`~marl.experiment.runs.ExperimentRuns`; PBT and random search).
 
 The tuning run's folder::
 
@@ -8,7 +11,8 @@ The tuning run's folder::
     lineage.json       every member's initial values and each exploit (PBT)
     tune.png           each member's score and searched values against frames
     best.json          the best member: score, values, and the marl-run command
-    ray/               Ray Tune's experiment state (Tuner.restore reads it)
+    ray/               Ray Tune's experiment state (Tuner.restore reads it; ray backend)
+    population.json    the last completed boundary, the values there (vectorized backend)
 
 ``marl-report <folder>/members`` reads the members' ``results.json`` like any runs'.
 """
@@ -82,6 +86,7 @@ def tune(
     overrides: Sequence[str] = (),
     *,
     verbose: int = 0,
+    backend: str = "ray",
 ) -> TuneResult:
     """Tune the space's runs with its settings' scheduler; write the tuning run's folder.
 
@@ -90,15 +95,24 @@ def tune(
         folder: the tuning run's folder (must not hold a tuning run: resume that one).
         overrides: more ``marl-run`` overrides for every member (after the space's).
         verbose: Ray Tune's verbosity (0: silent, 1: a table of trials).
+        backend: ``"ray"`` (each member in a Ray Tune worker) or ``"vectorized"`` (the
+            whole population in this process, :mod:`marl.tune.vectorized`: pbt and
+            random, searching the settings of
+            :data:`~marl.algorithms.updates.PER_RUN_SETTINGS`).
 
     Returns:
         The :class:`TuneResult`.
 
     Raises:
-        ValueError: on an unknown key in the space, a bad setting, or a member that
-            failed (with its error), before or after the run.
+        ValueError: on an unknown key in the space, a bad setting, a backend that cannot
+            train the space, or a member that failed (with its error), before or after
+            the run.
         FileExistsError: when ``folder`` holds a tuning run.
     """
+    from marl.tune.vectorized import BACKENDS, check_population
+
+    if backend not in BACKENDS:
+        raise ValueError(f"backend: expected one of {list(BACKENDS)}, got {backend!r}")
     folder = Path(folder).resolve()
     if (folder / SPEC_FILE).exists():
         raise FileExistsError(
@@ -110,6 +124,9 @@ def tune(
     spec["total_frames"] = int(base.experiment.total_frames)
     spec["interval"] = int(space.settings.interval or base.experiment.evaluation_interval)
     spec["seed"] = int(base.seed)
+    spec["backend"] = backend
+    if backend == "vectorized":
+        check_population(space, spec, folder)  # before anything is written
     folder.mkdir(parents=True, exist_ok=True)
     (folder / SPEC_FILE).write_text(json.dumps(spec, indent=1))
     return _fit(spec, folder, restore=False, verbose=verbose)
@@ -119,7 +136,9 @@ def resume_tuning(folder: str | Path, *, verbose: int = 0) -> TuneResult:
     """Continue a tuning run that was stopped (killed, interrupted) where it stopped.
 
     Ray Tune restores its trials and scheduler from ``<folder>/ray``; each member
-    continues from its last reported checkpoint. A finished run returns its result.
+    continues from its last reported checkpoint. A vectorized run (``tune.json``'s
+    ``backend``) continues from its last completed boundary (``population.json``). A
+    finished run returns its result.
 
     Raises:
         FileNotFoundError: when ``folder`` holds no tuning run.
@@ -216,6 +235,16 @@ def _pbt(total_frames: int) -> type:
 
 
 def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> TuneResult:
+    if spec.get("backend", "ray") == "vectorized":
+        from marl.tune.vectorized import train_population
+
+        space = _space_of(spec)
+        train_population(spec, space, folder, restore)
+        return _summarize(spec, space, folder)
+    return _fit_ray(spec, folder, restore, verbose)
+
+
+def _fit_ray(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> TuneResult:
     import ray
     from ray import tune as ray_tune
     from ray.tune.search import BasicVariantGenerator
