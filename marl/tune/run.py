@@ -235,7 +235,12 @@ def _pbt(total_frames: int) -> type:
 
 
 def _fit(spec: Mapping[str, Any], folder: Path, restore: bool, verbose: int) -> TuneResult:
-    if spec.get("backend", "ray") == "vectorized":
+    from marl.tune.vectorized import BACKENDS
+
+    backend = spec.get("backend", "ray")  # a tuning run from before backends: Ray's
+    if backend not in BACKENDS:
+        raise ValueError(f"{SPEC_FILE}: backend: expected one of {list(BACKENDS)}, got {backend!r}")
+    if backend == "vectorized":
         from marl.tune.vectorized import train_population
 
         space = _space_of(spec)

@@ -95,7 +95,12 @@ STATE_FILE = "population.json"
 
 def searchable_keys() -> frozenset[str]:
     """The algorithm settings members of one process may hold apart, read now (not at
-    import) from :data:`marl.algorithms.updates.PER_RUN_SETTINGS`."""
+    import) from :data:`marl.algorithms.updates.PER_RUN_SETTINGS`.
+
+    Examples:
+        >>> {"lr", "actor_lr", "critic_lr"} <= searchable_keys()
+        True
+    """
     from marl.algorithms.updates import PER_RUN_SETTINGS
 
     return frozenset(PER_RUN_SETTINGS)
@@ -180,7 +185,14 @@ def check_population(space: SearchSpace, spec: Mapping[str, Any], folder: Path) 
 
 
 def initial_values(space: SearchSpace) -> dict[str, dict[str, Any]]:
-    """Each member's first values, drawn in order from ``random.Random(seed)``."""
+    """Each member's first values, drawn in order from ``random.Random(seed)``.
+
+    Examples:
+        >>> space = SearchSpace.from_dict({"space": {"algorithm.lr": [0.001, 0.01]},
+        ...                                "tune": {"members": 3, "seed": 4}})
+        >>> sorted(initial_values(space)), initial_values(space) == initial_values(space)
+        (['member_00', 'member_01', 'member_02'], True)
+    """
     rng = random.Random(space.settings.seed)
     return {name: space.sample(rng) for name in _names(space.settings.members)}
 
@@ -334,7 +346,7 @@ def train_population(
     space: SearchSpace,
     folder: Path,
     restore: bool,
-    progress: Callable[[str], Any] = sys.stderr.write,
+    progress: Callable[[str], Any] | None = None,
 ) -> None:
     """Train the space's population in this process, segment by segment (module doc).
 
@@ -343,7 +355,8 @@ def train_population(
         space: its space.
         folder: the tuning run's folder.
         restore: continue from ``population.json`` (a killed run), else start.
-        progress: where each boundary's line goes (members' scores, exploits).
+        progress: where each boundary's line goes (members' scores, exploits; ``None``:
+            ``sys.stderr`` as it is when the line is written).
     """
     from marl.experiment.runs import ExperimentRuns
 
@@ -386,7 +399,7 @@ def train_population(
         for event in events:
             _apply(event, frames, plan, members, len(values))
         _write_state(folder, frames, values, [])
-        progress(_line(frames, total, scores, events, s.metric) + "\n")
+        (progress or sys.stderr.write)(_line(frames, total, scores, events, s.metric) + "\n")
 
 
 def _line(

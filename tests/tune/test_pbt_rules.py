@@ -75,3 +75,12 @@ def test_perturb_moves_a_choice_to_a_neighbour_and_rounds_an_integer():
     u = Distribution("uniform", (0.1, 0.3))
     resampled = u.perturb(5.0, random.Random(0), (2.0,), 1.0)
     assert 0.1 <= resampled <= 0.3
+
+
+def test_marl_tune_help_lists_the_backends(capsys):
+    from marl.tune.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--backend {ray,vectorized}" in text and "the whole population in this process" in text

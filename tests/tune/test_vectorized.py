@@ -236,6 +236,7 @@ def test_random_search_trains_every_member_to_the_end_without_exploits(tmp_path)
             r"--backend vectorized: experiment\.runs=4: recurrent networks",
         ),
     ],
+    ids=["entropy_coef", "num_envs", "asha", "members", "recurrent"],
 )
 def test_a_space_the_backend_cannot_train_is_refused_before_anything_is_written(
     tmp_path, changes, message
@@ -250,3 +251,4 @@ def test_a_space_the_backend_cannot_train_is_refused_before_anything_is_written(
 def test_an_unknown_backend_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"backend: expected one of \['ray', 'vectorized'\]"):
         tune(space(), tmp_path / "tuning", backend="ray2")
+    assert not (tmp_path / "tuning").exists()
