@@ -335,7 +335,8 @@ class ExperimentRuns:
 
         Raises:
             ValueError: when ``until_frames`` is not an integer >= 1.
-            RunInterrupted: after SIGINT or SIGTERM, once every run saved its checkpoint.
+            RunInterrupted: after SIGINT or SIGTERM, once every run saved its checkpoint
+                (also when the runs paused at ``until_frames`` in the round it came in).
             Exception: the first run's failure (the other runs stop, ``failed``).
 
         Examples:
@@ -400,6 +401,10 @@ class ExperimentRuns:
                 self.hub.close()
         if interrupted is not None:
             raise interrupted
+        if guard.signum is not None and any(s.get("paused") for s in summaries):
+            # the signal came in the round that reached until_frames: every run paused
+            # with its checkpoint; the caller must still hear of it, not start the next
+            raise RunInterrupted(guard.signum)
         return summaries
 
     def _reached(self, active: list[int], frames: int) -> bool:

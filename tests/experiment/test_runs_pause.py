@@ -7,6 +7,7 @@ from collections import Counter
 
 import pytest
 
+from marl.experiment import RunInterrupted
 from marl.experiment.runs import ExperimentRuns
 from marl.testing import MultiAgentFakeEnv
 
@@ -95,3 +96,22 @@ def test_until_frames_is_value_checked(tmp_path, bad):
     with pytest.raises(ValueError, match=r"until_frames: expected None or an integer >= 1, got"):
         runs.run(until_frames=bad)
     assert not (tmp_path / "seed_0").exists()  # refused before anything was written
+
+
+def test_a_signal_in_the_round_that_pauses_the_runs_is_raised(tmp_path, monkeypatch):
+    # SIGINT at run 0's iteration at 128 frames (marl's fault hook): the round ends, every
+    # run pauses there with its checkpoint, and the caller hears of the signal
+    monkeypatch.setenv("MARL_TEST_FAULT", "iteration@128:INT")
+    monkeypatch.setattr("marl.experiment.checkpoint._FIRED", set())  # fires once a process
+    runs = ExperimentRuns.create(
+        fake_task,
+        "mappo",
+        seed=0,
+        task_name="fake/task",
+        config={**CONFIG, "save_folder": str(tmp_path)},
+    )
+    with pytest.raises(RunInterrupted, match="SIGINT"):
+        runs.run(until_frames=128)
+    for folder in (tmp_path / "seed_0", tmp_path / "seed_1"):
+        assert status(folder)["frames"] == 128
+        assert (folder / "checkpoints" / "checkpoint_128.pt").exists()
