@@ -71,6 +71,7 @@ def main(argv: list[str] | None = None) -> None:
     from marl.tune.run import resume_tuning, tune
     from marl.tune.space import load_space
 
+    folder = args.resume
     try:
         if args.resume:
             if args.space or args.overrides:
@@ -105,6 +106,11 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError, FileExistsError, TypeError) as err:
         sys.stderr.write(f"{PROGRAM}: {err}\n")
         sys.exit(2)
+    except KeyboardInterrupt as err:  # the vectorized backend's runs, after SIGINT/SIGTERM
+        sys.stderr.write(
+            f"{PROGRAM}: {err or 'interrupted'}; continue with: {PROGRAM} --resume {folder}\n"
+        )
+        sys.exit(getattr(err, "exit_code", 130))
     print(f"{PROGRAM}: {len(result.scores)} members in {result.folder}")
     sign = -1 if result.mode == "max" else 1
     ranked = sorted(result.scores.items(), key=lambda kv: sign * kv[1])

@@ -41,7 +41,9 @@ through. ``resume_tuning`` continues from it: each member's checkpoints and repo
 after that boundary are discarded (a segment cut short trains again), pending exploits
 are applied again (idempotently: the donor's checkpoint is untouched, a lineage event
 is written once), and the members resume together. A run killed before its first
-boundary starts again from zero.
+boundary starts again from zero. SIGINT or SIGTERM stops every member at the end of the
+round with a checkpoint (:class:`~marl.experiment.RunInterrupted`), and a resume goes on
+from the last completed boundary as well.
 
 Limits: the searched keys must be ones that runs trained together may hold apart
 (``algorithm.<key>`` or ``algorithm.groups.<group>.<key>`` with the key in

@@ -143,19 +143,25 @@ def test_pbt_population_trains_in_one_process_and_exploits_on_files(tmp_path, mo
     assert (folder / "tune.png").stat().st_size > 0
 
 
-def test_a_killed_run_resumes_from_its_last_boundary(tmp_path):
+@pytest.mark.parametrize(("signal", "code"), [("KILL", -9), ("INT", 130)])
+def test_a_killed_run_resumes_from_its_last_boundary(tmp_path, signal, code):
     path = tmp_path / "space.yaml"
     path.write_text(yaml.safe_dump(SPACE))
     folder = tmp_path / "tuning"
     command = [sys.executable, "-m", "marl.tune.cli", "--backend", "vectorized"]
-    # SIGKILL in the second segment, after member_00's iteration at 1,000 frames logged
-    # its row and before its checkpoint there (marl's fault hook)
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "MARL_TEST_FAULT": "iteration@1000:KILL"}
+    # the signal in the second segment, after member_00's iteration at 1,000 frames logged
+    # its row and before its checkpoint there (marl's fault hook). SIGKILL: dead there.
+    # SIGINT: the round ends, every member pauses at 1,000 with a checkpoint, marl-tune
+    # stops before that boundary's reports: the resume discards those checkpoints
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "MARL_TEST_FAULT": f"iteration@1000:{signal}"}
     first = subprocess.run(
         [*command, str(path), "--folder", str(folder)], env=env, capture_output=True, text=True
     )
-    assert first.returncode == -9, first.stderr[-3000:]
+    assert first.returncode == code, first.stderr[-3000:]
     assert "marl-tune: 500/1500 frames" in first.stderr
+    if signal == "INT":
+        assert f"continue with: marl-tune --resume {folder}" in first.stderr
+        assert (folder / "members" / "member_03" / "checkpoints" / "checkpoint_1000.pt").exists()
     state = json.loads((folder / "population.json").read_text())
     assert state["frames"] == 500 and state["pending"] == []
     before = {n: read_reports(folder / "members" / n) for n in NAMES}
