@@ -67,7 +67,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     """Entry point of ``marl-tune``."""
-    args = _parser().parse_args(argv)
+    args = _parser().parse_intermixed_args(argv)
     from marl.tune.run import resume_tuning, tune
     from marl.tune.space import load_space
 

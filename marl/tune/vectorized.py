@@ -5,8 +5,9 @@ one trains every member together as the runs of one
 :class:`~marl.experiment.runs.ExperimentRuns`: one env batch of ``members x num_envs``
 sub-envs on the batched families (VMAS, the native envs; other envs keep a collector per
 member), and one stacked update of all members' learners, each member with its own
-learning rates (:data:`~marl.algorithms.updates.PER_RUN_SETTINGS`). No Ray, no worker
-processes, no pauses and restarts.
+learning rates and loss hyperparameters
+(:data:`~marl.algorithms.updates.PER_RUN_SETTINGS`). No Ray, no worker processes, no
+pauses and restarts.
 
 Each member is the same :class:`~marl.experiment.Experiment` as a Ray member
 (:func:`~marl.tune.member.compose_member`, :func:`~marl.tune.member.member_experiment`:

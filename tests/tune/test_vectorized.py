@@ -19,6 +19,7 @@ pytest.importorskip("vmas")
 
 from marl.experiment.checkpoint import load_checkpoint
 from marl.experiment.runs import ExperimentRuns
+from marl.testing import run_cli
 from marl.tune import SearchSpace, resume_tuning, tune, vectorized
 from marl.tune.member import read_reports
 
@@ -228,8 +229,8 @@ def test_random_search_trains_every_member_to_the_end_without_exploits(tmp_path)
     ("changes", "message"),
     [
         (
-            {"space": {"algorithm.entropy_coef": [0.0, 0.01]}},
-            r"--backend vectorized: .* 'algorithm\.entropy_coef' is not one",
+            {"space": {"algorithm.epochs": [2, 4]}},
+            r"--backend vectorized: .* 'algorithm\.epochs' is not one",
         ),
         (
             {"space": {"experiment.num_envs": [4, 8]}, "tune": {"scheduler": "random"}},
@@ -242,7 +243,7 @@ def test_random_search_trains_every_member_to_the_end_without_exploits(tmp_path)
             r"--backend vectorized: experiment\.runs=4: recurrent networks",
         ),
     ],
-    ids=["entropy_coef", "num_envs", "asha", "members", "recurrent"],
+    ids=["epochs", "num_envs", "asha", "members", "recurrent"],
 )
 def test_a_space_the_backend_cannot_train_is_refused_before_anything_is_written(
     tmp_path, changes, message
@@ -252,6 +253,26 @@ def test_a_space_the_backend_cannot_train_is_refused_before_anything_is_written(
     with pytest.raises(ValueError, match=message):
         tune(SearchSpace.from_dict(data), folder, backend="vectorized")
     assert not folder.exists()
+
+
+def test_the_command_line_takes_overrides_after_its_options(tmp_path):
+    # marl-tune SPACE --backend vectorized key=value: the overrides may follow the options
+    # (refused here for asha, after every argument was read, before anything is written)
+    out = run_cli(
+        "marl.tune.cli",
+        "cartpole_ppo",
+        "--backend",
+        "vectorized",
+        "--scheduler",
+        "asha",
+        "experiment.total_frames=2000",
+        "--folder",
+        str(tmp_path / "tuning"),
+        timeout=120,
+    )
+    assert out.returncode != 0
+    assert "tune.scheduler 'asha' is not supported" in out.stderr, out.stderr
+    assert not (tmp_path / "tuning").exists()
 
 
 def test_an_unknown_backend_is_refused(tmp_path):
