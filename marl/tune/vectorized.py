@@ -150,11 +150,11 @@ def check_population(space: SearchSpace, spec: Mapping[str, Any], folder: Path) 
 
     Examples:
         >>> space = SearchSpace.from_dict({"overrides": ["algorithm=mappo"],
-        ...     "space": {"algorithm.entropy_coef": [0.0, 0.01]}, "tune": {"members": 2}})
+        ...     "space": {"algorithm.epochs": [2, 4]}, "tune": {"members": 2}})
         >>> check_population(space, {}, Path("unused"))  # doctest: +ELLIPSIS
         Traceback (most recent call last):
         ...
-        ValueError: --backend vectorized: the members train in one process and may differ only in the settings each run there holds its own value of (...); 'algorithm.entropy_coef' is not one. Search it with --backend ray, or fix it in the overrides.
+        ValueError: --backend vectorized: the members train in one process and may differ only in the settings each run there holds its own value of (...); 'algorithm.epochs' is not one. Search it with --backend ray, or fix it in the overrides.
     """
     s = space.settings
     if s.scheduler not in ("pbt", "random"):
