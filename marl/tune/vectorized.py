@@ -61,6 +61,7 @@ import math
 import random
 import shutil
 import sys
+import warnings
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -78,7 +79,7 @@ from marl.tune.member import (
     report_metrics,
     truncate_reports,
 )
-from marl.tune.space import SearchSpace
+from marl.tune.space import SearchSpace, TuneSettings
 
 __all__ = [
     "BACKENDS",
@@ -86,12 +87,14 @@ __all__ = [
     "check_population",
     "exploit_decisions",
     "initial_values",
+    "ray_only_settings",
     "searchable_keys",
     "train_population",
 ]
 
 BACKENDS = ("ray", "vectorized")
 """``marl-tune --backend``: Ray Tune workers, or one process (this module)."""
+_RAY_ONLY = ("max_concurrent", "cpus_per_member", "gpus_per_member", "address")
 STATE_FILE = "population.json"
 """The vectorized backend's state in the tuning folder: what ``--resume`` continues from."""
 
@@ -148,6 +151,10 @@ def check_population(space: SearchSpace, spec: Mapping[str, Any], folder: Path) 
             together cannot hold apart (naming it and the keys they can), or a setup
             that ``experiment.runs`` refuses (its own message).
 
+    Warns:
+        UserWarning: naming the space's Ray placement settings (:func:`ray_only_settings`),
+            which do not apply here.
+
     Examples:
         >>> space = SearchSpace.from_dict({"overrides": ["algorithm=mappo"],
         ...     "space": {"algorithm.epochs": [2, 4]}, "tune": {"members": 2}})
@@ -156,6 +163,13 @@ def check_population(space: SearchSpace, spec: Mapping[str, Any], folder: Path) 
         ...
         ValueError: --backend vectorized: the members train in one process and may differ only in the settings each run there holds its own value of (...); 'algorithm.epochs' is not one. Search it with --backend ray, or fix it in the overrides.
     """
+    ignored = ray_only_settings(space)
+    if ignored:
+        warnings.warn(
+            f"--backend vectorized trains every member in this process: the Ray settings "
+            f"{ignored} do not apply (use --backend ray for them)",
+            stacklevel=2,
+        )
     s = space.settings
     if s.scheduler not in ("pbt", "random"):
         raise ValueError(
@@ -185,6 +199,23 @@ def check_population(space: SearchSpace, spec: Mapping[str, Any], folder: Path) 
         ExperimentRuns(_build(plan, values, folder / "members"), folder / "members")
     except ValueError as err:
         raise ValueError(f"--backend vectorized: {err}") from None
+
+
+def ray_only_settings(space: SearchSpace) -> dict[str, Any]:
+    """The space's Ray placement settings that differ from their defaults: they place Ray
+    workers, which the vectorized backend has none of.
+
+    Examples:
+        >>> ray_only_settings(SearchSpace.from_dict({"space": {"algorithm.lr": [0.1, 0.2]},
+        ...     "tune": {"cpus_per_member": 0.5}}))
+        {'cpus_per_member': 0.5}
+    """
+    defaults = TuneSettings()
+    return {
+        key: getattr(space.settings, key)
+        for key in _RAY_ONLY
+        if getattr(space.settings, key) != getattr(defaults, key)
+    }
 
 
 def initial_values(space: SearchSpace) -> dict[str, dict[str, Any]]:

@@ -275,6 +275,15 @@ def test_the_command_line_takes_overrides_after_its_options(tmp_path):
     assert not (tmp_path / "tuning").exists()
 
 
+def test_ray_placement_settings_are_named_as_not_applying(tmp_path):
+    # said first: here the space is then refused (one member)
+    with (
+        pytest.warns(UserWarning, match=r"the Ray settings \{'cpus_per_member': 0\.5\} do not"),
+        pytest.raises(ValueError, match=r"tune\.members >= 2"),
+    ):
+        vectorized.check_population(space(cpus_per_member=0.5, members=1), {}, tmp_path)
+
+
 def test_an_unknown_backend_is_refused(tmp_path):
     with pytest.raises(ValueError, match=r"backend: expected one of \['ray', 'vectorized'\]"):
         tune(space(), tmp_path / "tuning", backend="ray2")
