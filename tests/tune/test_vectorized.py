@@ -31,6 +31,7 @@ SPACE = {
         "experiment.frames_per_batch=500",
         "experiment.num_envs=5",
         "experiment.evaluation_episodes=2",
+        "experiment.evaluation_max_steps=20",  # evaluations (the absolute metric's too) short
         "experiment.render=false",
         "experiment.log_interval_s=null",
         "experiment.keep_checkpoints=10",
