@@ -59,7 +59,9 @@ def _parser() -> argparse.ArgumentParser:
         default="ray",
         help="ray: each member in a Ray Tune worker (default); vectorized: the whole "
         "population in this process, one env batch and one stacked update (pbt and random; "
-        "searched keys: algorithm learning rates, marl.algorithms.updates.PER_RUN_SETTINGS)",
+        "searched keys: algorithm.<key> with <key> in "
+        "marl.algorithms.updates.PER_RUN_SETTINGS: learning rates, entropy_coef, "
+        "clip_epsilon, gamma, ...)",
     )
     p.add_argument("-v", "--verbose", action="count", default=0, help="Ray Tune's trial table")
     return p
