@@ -273,24 +273,25 @@ def test_host_envs_keep_a_collector_per_run(tmp_path):
         )
 
 
+def member(folder, seed, **algorithm_config):
+    """Member ``seed`` of a population of two (MAPPO on the fake task) in ``folder/m<seed>``."""
+    return Experiment(
+        fake_task,
+        "mappo",
+        seed=seed,
+        task_name="fake/task",
+        algorithm_config=algorithm_config,
+        config={**CONFIG, "runs": 2, "save_folder": str(folder / f"m{seed}")},
+    )
+
+
 def test_members_may_differ_in_learning_rate_and_nothing_else(tmp_path):
     """A population's members: each run trains with its own ``lr`` (one stacked update)."""
-
-    def member(seed, **algorithm_config):
-        return Experiment(
-            fake_task,
-            "mappo",
-            seed=seed,
-            task_name="fake/task",
-            algorithm_config=algorithm_config,
-            config={**CONFIG, "runs": 2, "save_folder": str(tmp_path / f"m{seed}")},
-        )
-
     with pytest.raises(
         ValueError, match=r"differs from seed 0's in \['algorithm_config\.epochs'\]"
     ):
-        ExperimentRuns([member(0), member(1, epochs=3)], tmp_path)
-    runs = ExperimentRuns([member(0, lr=1e-3), member(1, lr=3e-4)], tmp_path)
+        ExperimentRuns([member(tmp_path, 0), member(tmp_path, 1, epochs=3)], tmp_path)
+    runs = ExperimentRuns([member(tmp_path, 0, lr=1e-3), member(tmp_path, 1, lr=3e-4)], tmp_path)
     runs.run()
     assert runs.hub.stacked
     assert {type(s.optimizer).__name__ for s in runs.hub.stacks.values()} == {"StackedAdam"}
@@ -313,18 +314,7 @@ def test_members_may_differ_in_loss_hyperparameters(tmp_path):
         0: {"entropy_coef": 0.0, "clip_epsilon": 0.2, "gamma": 0.99, "max_grad_norm": 0.5},
         1: {"entropy_coef": 0.05, "clip_epsilon": 0.1, "gamma": 0.9, "max_grad_norm": None},
     }
-    members = [
-        Experiment(
-            fake_task,
-            "mappo",
-            seed=seed,
-            task_name="fake/task",
-            algorithm_config=config,
-            config={**CONFIG, "runs": 2, "save_folder": str(tmp_path / f"m{seed}")},
-        )
-        for seed, config in own.items()
-    ]
-    runs = ExperimentRuns(members, tmp_path)
+    runs = ExperimentRuns([member(tmp_path, seed, **c) for seed, c in own.items()], tmp_path)
     runs.run()
     assert runs.hub.stacked
     for stack in runs.hub.stacks.values():  # kept per run in the stacked call

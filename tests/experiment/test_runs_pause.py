@@ -29,6 +29,17 @@ CONFIG = dict(
 )
 
 
+def two_runs(folder):
+    """Seeds 0 and 1 of MAPPO on the fake task, trained together into ``folder``."""
+    return ExperimentRuns.create(
+        fake_task,
+        "mappo",
+        seed=0,
+        task_name="fake/task",
+        config={**CONFIG, "save_folder": str(folder)},
+    )
+
+
 def status(folder):
     return json.loads((folder / "status.json").read_text())
 
@@ -39,13 +50,7 @@ def rows(folder):
 
 
 def test_runs_pause_at_until_frames_with_a_checkpoint_and_resume_together(tmp_path):
-    runs = ExperimentRuns.create(
-        fake_task,
-        "mappo",
-        seed=0,
-        task_name="fake/task",
-        config={**CONFIG, "save_folder": str(tmp_path)},
-    )
+    runs = two_runs(tmp_path)
     # 100 is not a multiple of the batch: they pause after the round that passes it
     summaries = runs.run(until_frames=100)
     assert [s["frames"] for s in summaries] == [128, 128]
@@ -71,13 +76,7 @@ def test_runs_pause_at_until_frames_with_a_checkpoint_and_resume_together(tmp_pa
 
 
 def test_until_frames_at_or_past_the_end_trains_to_the_end(tmp_path):
-    runs = ExperimentRuns.create(
-        fake_task,
-        "mappo",
-        seed=0,
-        task_name="fake/task",
-        config={**CONFIG, "save_folder": str(tmp_path)},
-    )
+    runs = two_runs(tmp_path)
     summaries = runs.run(until_frames=256)
     assert [s["frames"] for s in summaries] == [256, 256]
     assert not any(s.get("paused") for s in summaries)
@@ -86,13 +85,7 @@ def test_until_frames_at_or_past_the_end_trains_to_the_end(tmp_path):
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, True, "100"])
 def test_until_frames_is_value_checked(tmp_path, bad):
-    runs = ExperimentRuns.create(
-        fake_task,
-        "mappo",
-        seed=0,
-        task_name="fake/task",
-        config={**CONFIG, "save_folder": str(tmp_path)},
-    )
+    runs = two_runs(tmp_path)
     with pytest.raises(ValueError, match=r"until_frames: expected None or an integer >= 1, got"):
         runs.run(until_frames=bad)
     assert not (tmp_path / "seed_0").exists()  # refused before anything was written
@@ -103,13 +96,7 @@ def test_a_signal_in_the_round_that_pauses_the_runs_is_raised(tmp_path, monkeypa
     # run pauses there with its checkpoint, and the caller hears of the signal
     monkeypatch.setenv("MARL_TEST_FAULT", "iteration@128:INT")
     monkeypatch.setattr("marl.experiment.checkpoint._FIRED", set())  # fires once a process
-    runs = ExperimentRuns.create(
-        fake_task,
-        "mappo",
-        seed=0,
-        task_name="fake/task",
-        config={**CONFIG, "save_folder": str(tmp_path)},
-    )
+    runs = two_runs(tmp_path)
     with pytest.raises(RunInterrupted, match="SIGINT"):
         runs.run(until_frames=128)
     for folder in (tmp_path / "seed_0", tmp_path / "seed_1"):
